@@ -1,0 +1,3 @@
+from amp_suite.cli import main
+
+main()

@@ -1,0 +1,126 @@
+"""Command line: the only module that reads argv and the environment. Bad input exits 2."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from amp_suite.config import ConfigError, Matrix, load_matrix
+from amp_suite.tracking import TrackingError, embedded_store_uri
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Measure whether automatic mixed precision pays off on this machine, and record it in MLflow.",
+)
+# Logs and CI are not terminals; rich would squeeze the summary table into 80 columns there.
+console = Console(width=None if sys.stdout.isatty() else 120)
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+
+
+class DeviceChoice(str, Enum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    errors.print(f"amp-suite: error: {message}", highlight=False, markup=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def resolve_device(choice: DeviceChoice) -> str:
+    import torch  # checking for CUDA does not create a context in this process
+
+    available = torch.cuda.is_available()
+    if choice is DeviceChoice.auto:
+        return "cuda" if available else "cpu"
+    if choice is DeviceChoice.cuda and not available:
+        raise ConfigError("--device cuda: no CUDA device is visible to PyTorch (try --device cpu)")
+    return choice.value
+
+
+def default_matrix(device: str) -> Path:
+    return EXPERIMENTS_DIR / ("default.yaml" if device == "cuda" else "smoke.yaml")
+
+
+def _split(values: Optional[str]) -> Optional[list[str]]:
+    return [v.strip() for v in values.split(",") if v.strip()] if values else None
+
+
+@app.command()
+def run(
+    matrix: Annotated[Optional[Path], typer.Option(help="Matrix YAML [default: experiments/default.yaml on CUDA, else smoke.yaml]")] = None,
+    out: Annotated[Path, typer.Option(help="Folder for results.jsonl, logs and the embedded MLflow store.")] = Path("runs"),
+    tracking_uri: Annotated[Optional[str], typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow server [default: sqlite:///<out>/mlflow.db]")] = None,
+    experiment: Annotated[Optional[str], typer.Option(help="MLflow experiment [default: the matrix name]")] = None,
+    device: Annotated[DeviceChoice, typer.Option(help="Where cells run.")] = DeviceChoice.auto,
+    workloads: Annotated[Optional[str], typer.Option(help="Comma-separated workload names to keep.")] = None,
+    precisions: Annotated[Optional[str], typer.Option(help="Comma-separated precision modes to keep.")] = None,
+    force: Annotated[bool, typer.Option(help="Run modes this hardware is slow at instead of skipping them.")] = False,
+    resume: Annotated[bool, typer.Option(help="Skip cells already recorded ok in <out>/results.jsonl.")] = False,
+) -> None:
+    """Run a precision matrix and record every cell in results.jsonl and MLflow."""
+    try:
+        resolved_device = resolve_device(device)
+        path = matrix or default_matrix(resolved_device)
+        if matrix is None:
+            console.print(f"No --matrix given: running {path} for device {resolved_device}.", highlight=False)
+        selected = load_matrix(path).select(_split(workloads), _split(precisions))
+        cells = selected.cells(resolved_device, force=force)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    _run_matrix(selected, cells, path, out, tracking_uri, experiment or selected.name, resume)
+
+
+def _run_matrix(matrix: Matrix, cells, path: Path, out: Path, tracking_uri, experiment: str, resume: bool) -> None:
+    from amp_suite.display import RichDisplay, print_summary
+    from amp_suite.runner import MatrixRunner
+    from amp_suite.tracking import MlflowTracker
+
+    out.mkdir(parents=True, exist_ok=True)
+    uri = tracking_uri or embedded_store_uri(out)
+    try:
+        with RichDisplay(console, len(cells)) as display:
+            tracker = MlflowTracker(uri, display.warn, artifact_root=None if tracking_uri else out / "mlartifacts")
+            runner = MatrixRunner(matrix, cells, out, tracker, display, resume=resume)
+            records, summary = runner.run(experiment, path.read_text())
+    except TrackingError as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted; finished cells are in results.jsonl (use --resume)", 130) from None
+    kinds = sorted({r.peak_memory_kind for r in records if r.peak_memory_kind})
+    print_summary(console, summary, f"{matrix.name}: {len(records)} cells", ", ".join(kinds) or None)
+    console.print(f"Results: {out / 'results.jsonl'}   MLflow: {uri}   (amp-suite ui --out {out})", highlight=False)
+
+
+@app.command()
+def ui(
+    out: Annotated[Path, typer.Option(help="The --out folder of an earlier run.")] = Path("runs"),
+    host: Annotated[str, typer.Option(help="Interface to bind; keep 127.0.0.1 unless behind auth.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port for the UI.")] = 5000,
+) -> None:
+    """Open the MLflow UI on the embedded store of an earlier run."""
+    store = out / "mlflow.db"
+    if not store.is_file():
+        raise fail(f"--out {out}: no MLflow store at {store}; run `amp-suite run --out {out}` first")
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", embedded_store_uri(out)]
+    command += ["--host", host, "--port", str(port)]
+    console.print(f"MLflow UI on http://{host}:{port} (Ctrl-C to stop)", highlight=False)
+    os.execv(sys.executable, command)
+
+
+def main() -> None:
+    app(prog_name="amp-suite")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Terminal output: progress over cells and steps, a line per finished cell, the summary table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from amp_suite.config import CellSpec
+from amp_suite.results import CellRecord
+from amp_suite.summary import SummaryRow
+
+STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
+
+
+class RichDisplay:
+    def __init__(self, console: Console, cells: int) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.cells_task = self.progress.add_task("cells", total=cells)
+        self.steps_task = self.progress.add_task("", total=None, visible=False)
+        self.current = ""
+
+    def __enter__(self) -> RichDisplay:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def warn(self, message: str) -> None:
+        self.console.print(f"[yellow]warning:[/] {message}", highlight=False)
+
+    def start_cell(self, spec: CellSpec) -> None:
+        self.current = spec.cell_id
+        self.progress.update(self.steps_task, description=f"  {spec.cell_id} starting", completed=0, total=None, visible=True)
+
+    def cell_progress(self, phase: str, done: int, total: int) -> None:
+        self.progress.update(self.steps_task, description=f"  {self.current} {phase}", completed=done, total=total)
+
+    def finish_cell(self, record: CellRecord) -> None:
+        self.progress.advance(self.cells_task)
+        self.progress.update(self.steps_task, visible=False)
+        style = STATUS_STYLE[record.status]
+        detail = f"{record.throughput:,.1f} samples/s" if record.throughput is not None else ""
+        reason = f"  ({record.reason})" if record.reason else ""
+        self.console.print(f"[{style}]{record.status:>7}[/] {record.cell_id}  {detail}{reason}", highlight=False)
+
+
+def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memory_kind: str | None) -> None:
+    """The summary table; skip/failure reasons are numbered notes under it, each printed once."""
+    notes: dict[str, int] = {}
+    table = Table(title=title, title_justify="left", caption=f"peak memory: {memory_kind}" if memory_kind else None)
+    for column in ("workload", "batch", "precision", "status", "samples/s", "vs fp32", "peak MB", "mem vs fp32"):
+        table.add_column(column, justify="left" if column in ("workload", "precision", "status") else "right", no_wrap=True)
+    table.add_column("note")
+    for row in rows:
+        note = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""
+        table.add_row(
+            row.workload,
+            str(row.batch_size),
+            row.precision,
+            f"[{STATUS_STYLE.get(row.status, 'white')}]{row.status}[/]",
+            _number(row.throughput, "{:,.1f}"),
+            _number(row.speedup, "{:.2f}x"),
+            _number(row.peak_memory_mb, "{:,.0f}"),
+            _number(row.memory_ratio, "{:.2f}x"),
+            note,
+        )
+    console.print(table)
+    for reason, number in notes.items():
+        console.print(f"  [{number}] {reason}", highlight=False, markup=False)
+
+
+def _number(value: float | None, template: str) -> str:
+    return "-" if value is None else template.format(value)

@@ -1,0 +1,56 @@
+"""The training step loop: the AMP recipe's loop and nothing else.
+
+Autocast wraps forward + loss only; backward, unscaling, clipping and the optimizer step run
+outside it. The loop never branches on precision or workload: the policy and workload objects
+carry the differences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from amp_suite.data import DeviceBatches
+from amp_suite.precision import PrecisionPolicy
+from amp_suite.workloads.base import Workload
+
+
+@dataclass
+class Trainer:
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    policy: PrecisionPolicy
+    workload: Workload
+    max_grad_norm: float
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.policy.forward_context():
+            loss = self.workload.loss(self.model, inputs, targets)
+        self.policy.backward(loss)
+        self.policy.unscale_gradients(self.optimizer)  # clip true gradients, not scaled ones
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        self.policy.optimizer_step(self.optimizer)
+        return loss.detach()
+
+    def run(
+        self,
+        batches: DeviceBatches,
+        steps: int,
+        timer: AbstractContextManager[object] | None = None,
+        on_step: Callable[[int], None] | None = None,
+    ) -> torch.Tensor:
+        """Train `steps` steps; the losses stay on the device (no per-step sync) until read."""
+        timer = timer if timer is not None else nullcontext()
+        losses = []
+        for index in range(steps):
+            inputs, targets = batches.next()
+            with timer:
+                losses.append(self.step(inputs, targets))
+            if on_step is not None:
+                on_step(index + 1)
+        return torch.stack(losses)

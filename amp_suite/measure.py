@@ -1,0 +1,129 @@
+"""Step timers, peak-memory trackers and percentile statistics.
+
+Timers record per step and synchronise once, when read: CUDA events on a GPU (host code runs
+ahead of the device, so host clocks would time kernel launches), perf_counter on a CPU (where
+each op finishes before the next starts).
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+
+@dataclass(frozen=True)
+class StepStats:
+    p50_ms: float
+    p90_ms: float
+    mean_ms: float
+    stdev_ms: float
+
+
+def step_stats(times_ms: list[float]) -> StepStats:
+    if not times_ms:
+        raise ValueError("no step times to summarise")
+    cuts = statistics.quantiles(times_ms, n=10, method="inclusive") if len(times_ms) > 1 else times_ms * 9
+    return StepStats(
+        p50_ms=statistics.median(times_ms),
+        p90_ms=cuts[8],
+        mean_ms=statistics.fmean(times_ms),
+        stdev_ms=statistics.stdev(times_ms) if len(times_ms) > 1 else 0.0,
+    )
+
+
+class CpuStepTimer:
+    """Per-step wall times with perf_counter; `span_s` runs from the first start to the last stop."""
+
+    def __init__(self, steps: int) -> None:
+        self._marks: list[tuple[float, float]] = []
+        self._start = 0.0
+
+    def __enter__(self) -> CpuStepTimer:
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._marks.append((self._start, time.perf_counter()))
+
+    def read(self) -> tuple[list[float], float]:
+        """(per-step milliseconds, span in seconds)."""
+        times = [(end - start) * 1e3 for start, end in self._marks]
+        return times, self._marks[-1][1] - self._marks[0][0]
+
+
+class CudaStepTimer:
+    """Per-step device times from CUDA event pairs; read() synchronises once."""
+
+    def __init__(self, steps: int) -> None:
+        self._events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(steps)
+        ]
+        self._next = 0
+
+    def __enter__(self) -> CudaStepTimer:
+        self._events[self._next][0].record()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._events[self._next][1].record()
+        self._next += 1
+
+    def read(self) -> tuple[list[float], float]:
+        used = self._events[: self._next]
+        used[-1][1].synchronize()  # the one sync: wait for the last step to finish
+        times = [start.elapsed_time(end) for start, end in used]
+        # The span includes device idle time between steps (e.g. when launch-bound), which
+        # summing per-step times would hide; throughput is computed from it.
+        return times, used[0][0].elapsed_time(used[-1][1]) / 1e3
+
+
+def make_step_timer(device: torch.device, steps: int) -> CpuStepTimer | CudaStepTimer:
+    return CudaStepTimer(steps) if device.type == "cuda" else CpuStepTimer(steps)
+
+
+class PeakMemory:
+    """Peak memory over a region. CUDA: allocator peaks. CPU: the process's peak resident set."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.kind = "cuda_max_allocated" if device.type == "cuda" else "cpu_peak_rss"
+        self.peak_mb: float | None = None
+        self.reserved_mb: float | None = None
+
+    def __enter__(self) -> PeakMemory:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        elif not _reset_peak_rss():
+            self.kind = "cpu_peak_rss_since_process_start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.device.type == "cuda":
+            self.peak_mb = torch.cuda.max_memory_allocated(self.device) / 2**20
+            self.reserved_mb = torch.cuda.max_memory_reserved(self.device) / 2**20
+        else:
+            self.peak_mb = _peak_rss_mb()
+
+
+def _reset_peak_rss() -> bool:
+    """Linux resets the resident-set high-water mark when "5" is written to clear_refs."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux

@@ -1,0 +1,176 @@
+"""Precision modes as small policy objects; the training loop calls the same methods for all.
+
+The base class *is* the fp32 policy: no autocast, plain backward and step. Subclasses override
+only what differs (the shape of Lightning Fabric's precision plugins):
+
+    fp32   float32 math, TF32 off for matmul and cuDNN for the whole cell
+    tf32   float32 tensors, TF32 tensor-core math on (compute capability >= 8.0)
+    bf16   autocast(bfloat16) around forward + loss; plain backward and step
+    fp16   autocast(float16) + GradScaler: scale -> backward, unscale_ before clipping, step, update
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+
+import torch
+
+from amp_suite.hardware import DeviceCaps
+
+# Every backend switch that can make "float32" mean TF32 (or bf16 on CPUs with AMX), set through
+# torch's fp32_precision API; mixing it with the legacy allow_tf32 flags is an error in torch.
+_FP32_MATH_SWITCHES = (
+    ("cuda.matmul", lambda: torch.backends.cuda.matmul),
+    ("cudnn.conv", lambda: torch.backends.cudnn.conv),
+    ("cudnn.rnn", lambda: torch.backends.cudnn.rnn),
+    ("mkldnn.matmul", lambda: torch.backends.mkldnn.matmul),
+    ("mkldnn.conv", lambda: torch.backends.mkldnn.conv),
+)
+
+
+@contextmanager
+def fp32_math(mode: str) -> Iterator[dict[str, str]]:
+    """Set float32 math to "ieee" or "tf32" on every backend, restoring the old values on exit."""
+    switches = [(name, get()) for name, get in _FP32_MATH_SWITCHES]
+    saved = [switch.fp32_precision for _, switch in switches]
+    try:
+        for _, switch in switches:
+            switch.fp32_precision = mode
+        yield {name: switch.fp32_precision for name, switch in switches}
+    finally:
+        for (_, switch), value in zip(switches, saved):
+            switch.fp32_precision = value
+
+
+class PrecisionPolicy:
+    """fp32: the reference every other mode is compared with."""
+
+    name = "fp32"
+    compute_dtype = torch.float32
+    fp32_math_mode = "ieee"
+
+    def __init__(self, device_type: str) -> None:
+        self.device_type = device_type
+
+    def unsupported_reason(self, caps: DeviceCaps) -> str | None:
+        """Why this device can't run the mode well, or None. Callers skip rather than substitute."""
+        return None
+
+    def numerics(self) -> AbstractContextManager[dict[str, str]]:
+        """Global float32 math settings for the whole cell (restored afterwards)."""
+        return fp32_math(self.fp32_math_mode)
+
+    def bind(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called once with the optimizer before the first step."""
+
+    def forward_context(self) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
+        """Make .grad hold true gradients before clipping; nothing to do without a scaler."""
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.step()
+
+    def telemetry(self) -> dict[str, float | int | None]:
+        """Scaler state after training (reads device values: call outside the timed region)."""
+        return {"loss_scale": None, "skipped_steps": None}
+
+
+class TF32(PrecisionPolicy):
+    name = "tf32"
+    fp32_math_mode = "tf32"
+
+    def unsupported_reason(self, caps: DeviceCaps) -> str | None:
+        if caps.tf32:
+            return None
+        where = f"compute capability {caps.capability_str}" if caps.capability else "a CPU"
+        return f"TF32 needs an NVIDIA GPU of compute capability >= 8.0; this is {where}"
+
+
+class Autocast(PrecisionPolicy):
+    """Autocast around forward + loss; gradients and optimizer state stay float32."""
+
+    def forward_context(self) -> AbstractContextManager[object]:
+        return torch.autocast(device_type=self.device_type, dtype=self.compute_dtype)
+
+
+class BF16(Autocast):
+    name = "bf16"
+    compute_dtype = torch.bfloat16
+
+    def unsupported_reason(self, caps: DeviceCaps) -> str | None:
+        if caps.fast_bf16:
+            return None
+        if caps.type == "cuda":
+            return f"bf16 needs compute capability >= 8.0; this GPU is {caps.capability_str}"
+        return "this CPU has no native bf16 instructions (avx512_bf16/AMX): bf16 would be emulated"
+
+
+class FP16(Autocast):
+    """fp16 needs loss scaling: small gradients flush to zero in float16 without it."""
+
+    name = "fp16"
+    compute_dtype = torch.float16
+
+    def __init__(self, device_type: str, scaler: torch.amp.GradScaler | None = None) -> None:
+        super().__init__(device_type)
+        self.scaler = scaler if scaler is not None else torch.amp.GradScaler(device_type)
+        self.attempted_steps = 0
+        self.applied_steps = 0
+
+    def unsupported_reason(self, caps: DeviceCaps) -> str | None:
+        if caps.fast_fp16:
+            return None
+        if caps.type == "cuda":
+            return f"fp16 tensor cores need compute capability >= 7.0; this GPU is {caps.capability_str}"
+        return "this CPU has no native fp16 arithmetic (avx512_fp16/AMX-FP16): fp16 would be emulated"
+
+    def bind(self, optimizer: torch.optim.Optimizer) -> None:
+        # GradScaler skips optimizer.step() when it finds inf/NaN; counting the steps that really
+        # ran (a host-side hook, no device sync of its own) tells how many were skipped.
+        optimizer.register_step_post_hook(self._count_applied)
+
+    def _count_applied(self, *_: object) -> None:
+        self.applied_steps += 1
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.scaler.scale(loss).backward()
+
+    def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
+        self.scaler.unscale_(optimizer)
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.attempted_steps += 1
+        # step() reads the inf/NaN flag on the host: a CPU-GPU sync that is the cost of scaling.
+        self.scaler.step(optimizer)
+        self.scaler.update()
+
+    def telemetry(self) -> dict[str, float | int | None]:
+        return {
+            "loss_scale": float(self.scaler.get_scale()),  # .item() inside: synchronises
+            "skipped_steps": self.attempted_steps - self.applied_steps,
+        }
+
+
+POLICIES: dict[str, type[PrecisionPolicy]] = {
+    policy.name: policy for policy in (PrecisionPolicy, TF32, FP16, BF16)
+}
+
+
+def make_policy(name: str, device_type: str) -> PrecisionPolicy:
+    try:
+        return POLICIES[name](device_type)
+    except KeyError:
+        raise ValueError(f"unknown precision {name!r}; choose from {sorted(POLICIES)}") from None
+
+
+def observed_matmul_dtype(policy: PrecisionPolicy, device: torch.device) -> torch.dtype:
+    """The dtype a matmul actually produces under the policy: proof that autocast is in effect."""
+    probe = torch.ones(8, 8, device=device)
+    with policy.forward_context():
+        return (probe @ probe).dtype
