@@ -58,9 +58,16 @@ def _split(values: Optional[str]) -> Optional[list[str]]:
 
 @app.command()
 def run(
-    matrix: Annotated[Optional[Path], typer.Option(help="Matrix YAML [default: experiments/default.yaml on CUDA, else smoke.yaml]")] = None,
-    out: Annotated[Path, typer.Option(help="Folder for results.jsonl, logs and the embedded MLflow store.")] = Path("runs"),
-    tracking_uri: Annotated[Optional[str], typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow server [default: sqlite:///<out>/mlflow.db]")] = None,
+    matrix: Annotated[
+        Optional[Path], typer.Option(help="Matrix YAML [default: experiments/default.yaml on CUDA, else smoke.yaml]")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for results.jsonl, logs and the embedded MLflow store.")] = Path(
+        "runs"
+    ),
+    tracking_uri: Annotated[
+        Optional[str],
+        typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow server [default: sqlite:///<out>/mlflow.db]"),
+    ] = None,
     experiment: Annotated[Optional[str], typer.Option(help="MLflow experiment [default: the matrix name]")] = None,
     device: Annotated[DeviceChoice, typer.Option(help="Where cells run.")] = DeviceChoice.auto,
     workloads: Annotated[Optional[str], typer.Option(help="Comma-separated workload names to keep.")] = None,

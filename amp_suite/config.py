@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
-from pydantic import model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 Precision = Literal["fp32", "tf32", "fp16", "bf16"]
@@ -82,9 +81,7 @@ class MLPConfig(_WorkloadBase):
     num_classes: int = Field(10, ge=2)
 
 
-WorkloadConfig = Annotated[
-    Union[ResNetConfig, TransformerConfig, MLPConfig], Field(discriminator="workload")
-]
+WorkloadConfig = Annotated[Union[ResNetConfig, TransformerConfig, MLPConfig], Field(discriminator="workload")]
 WORKLOADS = ("resnet", "transformer", "mlp")
 
 

@@ -42,7 +42,9 @@ class RichDisplay:
 
     def start_cell(self, spec: CellSpec) -> None:
         self.current = spec.cell_id
-        self.progress.update(self.steps_task, description=f"  {spec.cell_id} starting", completed=0, total=None, visible=True)
+        self.progress.update(
+            self.steps_task, description=f"  {spec.cell_id} starting", completed=0, total=None, visible=True
+        )
 
     def cell_progress(self, phase: str, done: int, total: int) -> None:
         self.progress.update(self.steps_task, description=f"  {self.current} {phase}", completed=done, total=total)
@@ -61,7 +63,9 @@ def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memo
     notes: dict[str, int] = {}
     table = Table(title=title, title_justify="left", caption=f"peak memory: {memory_kind}" if memory_kind else None)
     for column in ("workload", "batch", "precision", "status", "samples/s", "vs fp32", "peak MB", "mem vs fp32"):
-        table.add_column(column, justify="left" if column in ("workload", "precision", "status") else "right", no_wrap=True)
+        table.add_column(
+            column, justify="left" if column in ("workload", "precision", "status") else "right", no_wrap=True
+        )
     table.add_column("note")
     for row in rows:
         note = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""

@@ -39,7 +39,7 @@ def fp32_math(mode: str) -> Iterator[dict[str, str]]:
             switch.fp32_precision = mode
         yield {name: switch.fp32_precision for name, switch in switches}
     finally:
-        for (_, switch), value in zip(switches, saved):
+        for (_, switch), value in zip(switches, saved, strict=True):
             switch.fp32_precision = value
 
 
@@ -157,9 +157,7 @@ class FP16(Autocast):
         }
 
 
-POLICIES: dict[str, type[PrecisionPolicy]] = {
-    policy.name: policy for policy in (PrecisionPolicy, TF32, FP16, BF16)
-}
+POLICIES: dict[str, type[PrecisionPolicy]] = {policy.name: policy for policy in (PrecisionPolicy, TF32, FP16, BF16)}
 
 
 def make_policy(name: str, device_type: str) -> PrecisionPolicy:

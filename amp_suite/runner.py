@@ -50,7 +50,7 @@ class MatrixRunner:
             return self.cells, []
         done = {record.resume_key: record for record in previous if record.status == "ok"}
         keys = [(spec.cell_id, spec.config_hash) for spec in self.cells]
-        todo = [spec for spec, key in zip(self.cells, keys) if key not in done]
+        todo = [spec for spec, key in zip(self.cells, keys, strict=True) if key not in done]
         return todo, [done[key] for key in keys if key in done]
 
     def run(self, experiment: str, matrix_text: str) -> tuple[list[CellRecord], list[SummaryRow]]:

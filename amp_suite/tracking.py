@@ -44,8 +44,7 @@ def embedded_store_uri(out_dir: Path) -> str:
 class MlflowTracker:
     def __init__(self, tracking_uri: str, warn: Callable[[str], None], artifact_root: Path | None = None) -> None:
         try:
-            from mlflow import MlflowClient
-            from mlflow import entities
+            from mlflow import MlflowClient, entities
         except ImportError as exc:
             raise TrackingError(f"MLflow is not installed: pip install mlflow ({exc})") from exc
         self._entities = entities
@@ -65,9 +64,7 @@ class MlflowTracker:
                 self.experiment_id = self.client.create_experiment(experiment, artifact_location=location)
             else:
                 self.experiment_id = found.experiment_id
-            run = self.client.create_run(
-                self.experiment_id, run_name=f"{matrix.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-            )
+            run = self.client.create_run(self.experiment_id, run_name=f"{matrix.name}-{time.strftime('%Y%m%d-%H%M%S')}")
         except Exception as exc:
             raise TrackingError(f"MLflow store {self.tracking_uri} is not usable: {_one_line(exc)}") from exc
         self.parent_run_id = run.info.run_id

@@ -35,10 +35,12 @@ def run_isolated(
     spec: CellSpec,
     log_path: Path,
     on_progress: Callable[[str, int, int], None],
+    target: Callable[[str, Connection, str], None] | None = None,
 ) -> CellRecord:
+    """Run the cell in a child process; `target` replaces the child's entry point in tests."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     reader, writer = context.Pipe(duplex=False)
-    process = context.Process(target=_child_main, args=(spec.model_dump_json(), writer, str(log_path)))
+    process = context.Process(target=target or _child_main, args=(spec.model_dump_json(), writer, str(log_path)))
     process.start()
     writer.close()  # the child holds the only writer now, so its exit means EOF here
     record = None

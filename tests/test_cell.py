@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import pytest
+
+from amp_suite import cell as cell_module
+from amp_suite.config import Matrix
+from amp_suite.hardware import cpu_caps
+from amp_suite.cell import run_cell
+from conftest import tiny_matrix
+
+CELLS = {c.precision: c for c in Matrix.model_validate(tiny_matrix(steps=6)).cells("cpu")}
+BF16_CPU = cpu_caps("test cpu", frozenset({"avx512_bf16"}))
+
+
+@pytest.fixture
+def bf16_cpu(monkeypatch):
+    """Pretend the CPU has native bf16 (and not fp16), whatever this machine has."""
+    monkeypatch.setattr(cell_module, "probe", lambda device: BF16_CPU)
+
+
+def test_fp32_cell_measures_and_describes_itself(bf16_cpu):
+    record = run_cell(CELLS["fp32"])
+    assert record.status == "ok", record.reason
+    assert record.throughput > 0 and record.step_time_ms_p90 >= record.step_time_ms_p50 > 0
+    assert len(record.loss_curve) == 6 and record.final_loss == record.loss_curve[-1]
+    assert record.matmul_dtype == "float32" and set(record.fp32_math.values()) == {"ieee"}
+    assert record.peak_memory_kind == "cpu_peak_rss" and record.peak_memory_mb > 0
+    assert record.environment["torch"] and record.environment["device_name"] == "test cpu"
+
+
+def test_precisions_share_initial_weights_and_batch_order(bf16_cpu):
+    fp32, bf16 = run_cell(CELLS["fp32"]), run_cell(CELLS["bf16"])
+    assert bf16.status == "ok" and bf16.matmul_dtype == "bfloat16"
+    assert fp32.batch_order_hash == bf16.batch_order_hash
+    assert bf16.loss_curve[0] == pytest.approx(fp32.loss_curve[0], rel=0.05)  # same model, same batch
+    assert bf16.loss_curve != fp32.loss_curve  # but not the same arithmetic
+
+
+def test_unsupported_modes_are_skipped_with_a_reason_not_substituted(bf16_cpu):
+    tf32, fp16 = run_cell(CELLS["tf32"]), run_cell(CELLS["fp16"])
+    assert tf32.status == fp16.status == "skipped"
+    assert "TF32" in tf32.reason and "fp16" in fp16.reason
+    assert tf32.throughput is None and tf32.matmul_dtype is None
+
+
+def test_forced_fp16_runs_with_the_scaler_and_says_it_was_forced(bf16_cpu):
+    record = run_cell(CELLS["fp16"].model_copy(update={"force": True}))
+    assert record.status == "ok" and record.reason.startswith("forced despite")
+    assert record.matmul_dtype == "float16" and record.loss_scale > 0 and record.skipped_steps >= 0
+
+
+def test_a_crashing_cell_is_recorded_failed(bf16_cpu, monkeypatch):
+    def explode(config):
+        raise RuntimeError("model construction blew up\nsecond line")
+
+    monkeypatch.setattr(cell_module, "build_workload", explode)
+    record = run_cell(CELLS["fp32"])
+    assert record.status == "failed" and record.reason == "RuntimeError: model construction blew up"

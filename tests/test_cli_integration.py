@@ -1,0 +1,123 @@
+"""End to end: the real console script on CPU, results.jsonl and the nested MLflow runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import EXPERIMENTS, tiny_matrix
+
+pytestmark = pytest.mark.slow
+
+
+def amp_suite(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "amp_suite", *args]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # use the embedded store
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def read_records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def nested_runs(out: Path, experiment: str):
+    import mlflow
+
+    # set_tracking_uri also exports MLFLOW_TRACKING_URI; amp_suite() strips it for the CLI.
+    mlflow.set_tracking_uri(f"sqlite:///{out / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=[experiment], output_format="list")
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    matrix = root / "tiny.yaml"
+    matrix.write_text(yaml.safe_dump(tiny_matrix()))
+    done = amp_suite("run", "--matrix", str(matrix), "--out", str(root / "out"), "--device", "cpu", cwd=root)
+    return root, matrix, done
+
+
+def test_every_cell_is_recorded_and_mirrored_as_a_nested_run(tiny_run):
+    root, _, done = tiny_run
+    assert done.returncode == 0, done.stderr
+    out = root / "out"
+    records = read_records(out)
+    assert [r["precision"] for r in records] == ["fp32", "tf32", "fp16", "bf16"]
+    assert {r["status"] for r in records} <= {"ok", "skipped"}
+    assert all(r["reason"] for r in records if r["status"] == "skipped")
+    for key in ("workload", "device", "device_name", "batch_size", "steps", "throughput", "step_time_ms_p50",
+                "step_time_ms_p90", "peak_memory_mb", "final_loss", "loss_scale", "skipped_steps", "mlflow_run_id",
+                "config", "environment"):
+        assert key in records[0], key
+
+    parents, children = nested_runs(out, "tiny")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    by_id = {c.info.run_id: c for c in children}
+    assert set(by_id) == {r["mlflow_run_id"] for r in records}
+    fp32 = by_id[records[0]["mlflow_run_id"]]
+    assert fp32.data.metrics["throughput"] == pytest.approx(records[0]["throughput"])
+    assert fp32.data.params["workload.hidden"] == "32" and fp32.data.tags["env.torch"]
+    assert "fp32" in done.stdout and "vs fp32" in done.stdout  # the summary table
+
+
+def test_loss_series_is_logged_per_step(tiny_run):
+    from mlflow import MlflowClient
+
+    root, _, _ = tiny_run
+    record = read_records(root / "out")[0]
+    client = MlflowClient(tracking_uri=f"sqlite:///{root / 'out' / 'mlflow.db'}")
+    history = client.get_metric_history(record["mlflow_run_id"], "train_loss")
+    assert [m.step for m in history] == [2, 3, 4, 5]
+    assert [m.value for m in history] == pytest.approx(record["loss_curve"])
+
+
+def test_resume_skips_cells_already_ok(tiny_run):
+    root, matrix, _ = tiny_run
+    out = root / "out"
+    before = read_records(out)
+    again = amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--device", "cpu", "--resume", cwd=root)
+    assert again.returncode == 0, again.stderr
+    added = read_records(out)[len(before):]
+    assert [r["precision"] for r in added] == [r["precision"] for r in before if r["status"] != "ok"]
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [("name: bad\nsteps: -3\nprecisions: [fp32]\nworkloads: [{workload: mlp, batch_sizes: [8]}]\n", "steps: Input should be greater than 0"),
+     ("name: bad\nsteps: 3\nprecisions: [fp32]\nworkloads: [{workload: vit, batch_sizes: [8]}]\n", "workloads.0.workload"),
+     ("name: [unclosed\n", "malformed YAML")],
+)
+def test_invalid_matrix_exits_2_with_one_line_and_writes_nothing(tmp_path, content, expected):
+    matrix = tmp_path / "bad.yaml"
+    matrix.write_text(content)
+    done = amp_suite("run", "--matrix", str(matrix), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and expected in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_smoke_matrix_covers_everything_within_three_minutes(tmp_path):
+    started = time.monotonic()
+    done = amp_suite("run", "--matrix", str(EXPERIMENTS / "smoke.yaml"), "--out", str(tmp_path), "--device", "cpu", cwd=tmp_path)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert elapsed < 180, f"smoke matrix took {elapsed:.0f}s"
+    records = read_records(tmp_path)
+    cells = {(r["workload"], r["precision"]): r for r in records}
+    assert len(cells) == len(records) == 12
+    assert all(r["status"] == "ok" or (r["status"] == "skipped" and r["reason"]) for r in records)
+    forced = cells[("mlp", "fp16")]
+    assert forced["status"] == "ok" and forced["loss_scale"] > 0  # the GradScaler path ran
+    parents, children = nested_runs(tmp_path, "smoke")
+    assert len(parents) == 1 and len(children) == 12

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from amp_suite.measure import CpuStepTimer, CudaStepTimer, PeakMemory, step_stats
+
+
+def test_step_stats_percentiles():
+    stats = step_stats([float(v) for v in range(1, 11)])
+    assert stats.p50_ms == 5.5
+    assert stats.p90_ms == pytest.approx(9.1)
+    assert stats.mean_ms == 5.5
+    assert stats.stdev_ms == pytest.approx(3.0277, rel=1e-3)
+    assert step_stats([4.0]).p90_ms == 4.0
+    with pytest.raises(ValueError):
+        step_stats([])
+
+
+def test_cpu_timer_times_each_step_and_the_span():
+    timer = CpuStepTimer(3)
+    for duration in (0.01, 0.03, 0.02):
+        with timer:
+            time.sleep(duration)
+        time.sleep(0.01)  # between steps: in the span, not in a step
+    times, span = timer.read()
+    assert len(times) == 3
+    assert times[1] > times[0] and times[1] > times[2]
+    assert 0.01 * 1e3 <= times[0] < 0.01 * 1e3 + 15
+    assert span >= sum(times) / 1e3 + 0.02
+
+
+def test_cpu_peak_memory_sees_a_large_allocation():
+    with PeakMemory(torch.device("cpu")) as small:
+        torch.ones(1)
+    with PeakMemory(torch.device("cpu")) as large:
+        block = torch.ones(64 * 2**20 // 4)  # 64 MiB
+        block.add_(1)
+    assert large.peak_mb - small.peak_mb > 32
+    assert large.kind == "cpu_peak_rss"
+
+
+@pytest.mark.gpu
+def test_cuda_timer_and_memory(gpu):
+    device = torch.device("cuda")
+    a = torch.randn(2048, 2048, device=device)
+    timer = CudaStepTimer(2)
+    with PeakMemory(device) as memory:
+        for _ in range(2):
+            with timer:
+                (a @ a).sum()
+        times, span = timer.read()
+    assert len(times) == 2 and all(t > 0 for t in times) and span * 1e3 >= sum(times) * 0.99
+    assert memory.peak_mb >= 16 and memory.reserved_mb >= memory.peak_mb

@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+import torch
+
+from amp_suite.hardware import cpu_caps, cuda_caps
+from amp_suite.precision import BF16, FP16, TF32, PrecisionPolicy, fp32_math, make_policy, observed_matmul_dtype
+
+AMPERE, VOLTA, PASCAL = cuda_caps("A100", (8, 0)), cuda_caps("V100", (7, 0)), cuda_caps("P100", (6, 0))
+PLAIN_CPU = cpu_caps("cpu", frozenset({"avx2"}))
+
+
+def _model_and_optimizer():
+    model = torch.nn.Linear(4, 2)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def test_fp32_is_plain_backward_and_step():
+    policy = make_policy("fp32", "cpu")
+    loss = mock.Mock()
+    optimizer = mock.Mock()
+    policy.backward(loss)
+    policy.unscale_gradients(optimizer)
+    policy.optimizer_step(optimizer)
+    loss.backward.assert_called_once_with()
+    optimizer.step.assert_called_once_with()
+    assert policy.telemetry() == {"loss_scale": None, "skipped_steps": None}
+    assert not torch.is_autocast_enabled("cpu")
+    with policy.forward_context():
+        assert not torch.is_autocast_enabled("cpu")
+
+
+def test_bf16_autocasts_forward_but_steps_without_a_scaler():
+    policy = make_policy("bf16", "cpu")
+    assert not hasattr(policy, "scaler")
+    with policy.forward_context():
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    loss, optimizer = mock.Mock(), mock.Mock()
+    policy.backward(loss)
+    policy.optimizer_step(optimizer)
+    loss.backward.assert_called_once_with()
+    optimizer.step.assert_called_once_with()
+
+
+def test_fp16_drives_the_scaler_in_the_recipe_order():
+    scaler = mock.Mock()
+    policy = FP16("cpu", scaler=scaler)
+    loss, optimizer = mock.Mock(), mock.Mock()
+    policy.backward(loss)
+    policy.unscale_gradients(optimizer)
+    policy.optimizer_step(optimizer)
+    assert [c[0] for c in scaler.mock_calls] == ["scale", "scale().backward", "unscale_", "step", "update"]
+    scaler.scale.assert_called_once_with(loss)
+    scaler.unscale_.assert_called_once_with(optimizer)
+    scaler.step.assert_called_once_with(optimizer)
+    loss.backward.assert_not_called()  # only the scaled loss is backpropagated
+    optimizer.step.assert_not_called()  # the scaler decides whether to step
+
+
+def test_fp16_counts_the_steps_the_scaler_skipped():
+    model, optimizer = _model_and_optimizer()
+    # 2**10, not the default 2**16: an upstream gradient of 65536 would itself overflow float16.
+    policy = FP16("cpu", scaler=torch.amp.GradScaler("cpu", init_scale=1024.0))
+    policy.bind(optimizer)
+    for poisoned in (False, True, False):
+        optimizer.zero_grad()
+        with policy.forward_context():
+            loss = model(torch.ones(1, 4)).float().sum() * (float("inf") if poisoned else 1.0)
+        policy.backward(loss)
+        policy.unscale_gradients(optimizer)
+        policy.optimizer_step(optimizer)
+    telemetry = policy.telemetry()
+    assert telemetry["skipped_steps"] == 1
+    assert telemetry["loss_scale"] == 512.0  # halved once, after the overflow
+
+
+@pytest.mark.parametrize("name, dtype", [("fp32", torch.float32), ("tf32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)])
+def test_observed_matmul_dtype_proves_what_ran(name, dtype):
+    assert observed_matmul_dtype(make_policy(name, "cpu"), torch.device("cpu")) == dtype
+
+
+def test_fp32_math_sets_and_restores_every_switch():
+    before = torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision
+    with fp32_math("tf32") as seen:
+        assert set(seen.values()) == {"tf32"}
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    with pytest.raises(RuntimeError), fp32_math("ieee"):
+        assert torch.backends.cudnn.conv.fp32_precision == "ieee"
+        raise RuntimeError("restored even on error")
+    assert (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision) == before
+
+
+def test_fp32_turns_tf32_off_and_tf32_turns_it_on():
+    with PrecisionPolicy("cuda").numerics() as fp32:
+        assert fp32["cuda.matmul"] == "ieee" and fp32["cudnn.conv"] == "ieee"
+    with TF32("cuda").numerics() as tf32:
+        assert tf32["cuda.matmul"] == "tf32" and tf32["cudnn.conv"] == "tf32"
+
+
+@pytest.mark.parametrize(
+    "policy, caps, runs",
+    [(TF32, AMPERE, True), (TF32, VOLTA, False), (TF32, PLAIN_CPU, False), (BF16, AMPERE, True), (BF16, VOLTA, False),
+     (BF16, PLAIN_CPU, False), (FP16, VOLTA, True), (FP16, PASCAL, False), (FP16, PLAIN_CPU, False),
+     (PrecisionPolicy, PASCAL, True)],
+)
+def test_hardware_requirements(policy, caps, runs):
+    reason = policy(caps.type).unsupported_reason(caps)
+    assert (reason is None) == runs
+    if reason:
+        assert caps.capability_str in reason if caps.capability else "CPU" in reason
+
+
+def test_unknown_policy():
+    with pytest.raises(ValueError, match="unknown precision 'fp8'"):
+        make_policy("fp8", "cpu")
