@@ -96,7 +96,7 @@ def _run_matrix(matrix: Matrix, cells, path: Path, out: Path, tracking_uri, expe
     out.mkdir(parents=True, exist_ok=True)
     uri = tracking_uri or embedded_store_uri(out)
     try:
-        with RichDisplay(console, len(cells)) as display:
+        with RichDisplay(console) as display:
             tracker = MlflowTracker(uri, display.warn, artifact_root=None if tracking_uri else out / "mlartifacts")
             runner = MatrixRunner(matrix, cells, out, tracker, display, resume=resume)
             records, summary = runner.run(experiment, path.read_text())

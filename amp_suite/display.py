@@ -16,7 +16,7 @@ STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
 
 
 class RichDisplay:
-    def __init__(self, console: Console, cells: int) -> None:
+    def __init__(self, console: Console) -> None:
         self.console = console
         self.progress = Progress(
             TextColumn("{task.description}"),
@@ -26,7 +26,7 @@ class RichDisplay:
             console=console,
             transient=True,
         )
-        self.cells_task = self.progress.add_task("cells", total=cells)
+        self.cells_task = self.progress.add_task("cells", total=None)
         self.steps_task = self.progress.add_task("", total=None, visible=False)
         self.current = ""
 
@@ -36,6 +36,11 @@ class RichDisplay:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
+
+    def begin(self, to_run: int, reused: int) -> None:
+        if reused:
+            self.console.print(f"--resume: {reused} cell(s) already ok in results.jsonl; running {to_run}.")
+        self.progress.update(self.cells_task, total=to_run)
 
     def warn(self, message: str) -> None:
         self.console.print(f"[yellow]warning:[/] {message}", highlight=False)

@@ -119,7 +119,7 @@ class FP16(Autocast):
 
     def __init__(self, device_type: str, scaler: torch.amp.GradScaler | None = None) -> None:
         super().__init__(device_type)
-        self.scaler = scaler if scaler is not None else torch.amp.GradScaler(device_type)
+        self.scaler = scaler  # made in bind(), so checking requirements has no side effects
         self.attempted_steps = 0
         self.applied_steps = 0
 
@@ -131,6 +131,10 @@ class FP16(Autocast):
         return "this CPU has no native fp16 arithmetic (avx512_fp16/AMX-FP16): fp16 would be emulated"
 
     def bind(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.scaler is None:
+            self.scaler = torch.amp.GradScaler(self.device_type)
+        if not self.scaler.is_enabled():  # GradScaler turns itself off without CUDA; never run unscaled
+            raise RuntimeError(f"GradScaler is disabled on {self.device_type}; fp16 would run without loss scaling")
         # GradScaler skips optimizer.step() when it finds inf/NaN; counting the steps that really
         # ran (a host-side hook, no device sync of its own) tells how many were skipped.
         optimizer.register_step_post_hook(self._count_applied)

@@ -17,6 +17,7 @@ RESULTS_FILE = "results.jsonl"
 
 
 class Display(Protocol):
+    def begin(self, to_run: int, reused: int) -> None: ...
     def warn(self, message: str) -> None: ...
     def start_cell(self, spec: CellSpec) -> None: ...
     def cell_progress(self, phase: str, done: int, total: int) -> None: ...
@@ -55,6 +56,7 @@ class MatrixRunner:
 
     def run(self, experiment: str, matrix_text: str) -> tuple[list[CellRecord], list[SummaryRow]]:
         todo, records = self.plan()
+        self.display.begin(len(todo), len(records))
         self.tracker.start(self.matrix, experiment, matrix_text)
         context = cell_context(sorted({WORKLOAD_MODULES[spec.workload.workload] for spec in todo}))
         run_id = None

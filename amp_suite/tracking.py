@@ -8,6 +8,7 @@ matrix goes on; only a store that can't be reached at the start stops the run.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -48,6 +49,7 @@ class MlflowTracker:
         except ImportError as exc:
             raise TrackingError(f"MLflow is not installed: pip install mlflow ({exc})") from exc
         self._entities = entities
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # schema-migration chatter
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.tracking_uri = tracking_uri
         self.artifact_root = artifact_root

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from conftest import tiny_matrix
 
 from amp_suite import cell as cell_module
+from amp_suite.cell import run_cell
 from amp_suite.config import Matrix
 from amp_suite.hardware import cpu_caps
-from amp_suite.cell import run_cell
-from conftest import tiny_matrix
 
 CELLS = {c.precision: c for c in Matrix.model_validate(tiny_matrix(steps=6)).cells("cpu")}
 BF16_CPU = cpu_caps("test cpu", frozenset({"avx512_bf16"}))

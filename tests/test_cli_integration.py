@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import EXPERIMENTS, tiny_matrix
 
 pytestmark = pytest.mark.slow
@@ -55,9 +54,23 @@ def test_every_cell_is_recorded_and_mirrored_as_a_nested_run(tiny_run):
     assert [r["precision"] for r in records] == ["fp32", "tf32", "fp16", "bf16"]
     assert {r["status"] for r in records} <= {"ok", "skipped"}
     assert all(r["reason"] for r in records if r["status"] == "skipped")
-    for key in ("workload", "device", "device_name", "batch_size", "steps", "throughput", "step_time_ms_p50",
-                "step_time_ms_p90", "peak_memory_mb", "final_loss", "loss_scale", "skipped_steps", "mlflow_run_id",
-                "config", "environment"):
+    for key in (
+        "workload",
+        "device",
+        "device_name",
+        "batch_size",
+        "steps",
+        "throughput",
+        "step_time_ms_p50",
+        "step_time_ms_p90",
+        "peak_memory_mb",
+        "final_loss",
+        "loss_scale",
+        "skipped_steps",
+        "mlflow_run_id",
+        "config",
+        "environment",
+    ):
         assert key in records[0], key
 
     parents, children = nested_runs(out, "tiny")
@@ -88,15 +101,23 @@ def test_resume_skips_cells_already_ok(tiny_run):
     before = read_records(out)
     again = amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--device", "cpu", "--resume", cwd=root)
     assert again.returncode == 0, again.stderr
-    added = read_records(out)[len(before):]
+    added = read_records(out)[len(before) :]
     assert [r["precision"] for r in added] == [r["precision"] for r in before if r["status"] != "ok"]
 
 
 @pytest.mark.parametrize(
     "content, expected",
-    [("name: bad\nsteps: -3\nprecisions: [fp32]\nworkloads: [{workload: mlp, batch_sizes: [8]}]\n", "steps: Input should be greater than 0"),
-     ("name: bad\nsteps: 3\nprecisions: [fp32]\nworkloads: [{workload: vit, batch_sizes: [8]}]\n", "workloads.0.workload"),
-     ("name: [unclosed\n", "malformed YAML")],
+    [
+        (
+            "name: bad\nsteps: -3\nprecisions: [fp32]\nworkloads: [{workload: mlp, batch_sizes: [8]}]\n",
+            "steps: Input should be greater than 0",
+        ),
+        (
+            "name: bad\nsteps: 3\nprecisions: [fp32]\nworkloads: [{workload: vit, batch_sizes: [8]}]\n",
+            "workloads.0.workload",
+        ),
+        ("name: [unclosed\n", "malformed YAML"),
+    ],
 )
 def test_invalid_matrix_exits_2_with_one_line_and_writes_nothing(tmp_path, content, expected):
     matrix = tmp_path / "bad.yaml"
@@ -109,7 +130,9 @@ def test_invalid_matrix_exits_2_with_one_line_and_writes_nothing(tmp_path, conte
 
 def test_smoke_matrix_covers_everything_within_three_minutes(tmp_path):
     started = time.monotonic()
-    done = amp_suite("run", "--matrix", str(EXPERIMENTS / "smoke.yaml"), "--out", str(tmp_path), "--device", "cpu", cwd=tmp_path)
+    done = amp_suite(
+        "run", "--matrix", str(EXPERIMENTS / "smoke.yaml"), "--out", str(tmp_path), "--device", "cpu", cwd=tmp_path
+    )
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     assert elapsed < 180, f"smoke matrix took {elapsed:.0f}s"

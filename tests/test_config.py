@@ -4,9 +4,9 @@ import copy
 
 import pytest
 import yaml
+from conftest import EXPERIMENTS, tiny_matrix
 
 from amp_suite.config import PRECISIONS, ConfigError, Matrix, load_matrix
-from conftest import EXPERIMENTS, tiny_matrix
 
 
 @pytest.mark.parametrize("name", ["smoke.yaml", "default.yaml"])
@@ -52,15 +52,27 @@ def _mutated(mutate):
 
 
 INVALID = {
-    "unknown workload": (lambda d: d["workloads"][0].update(workload="vit"), r"workloads\.0\.workload: .*'vit'.*'resnet', 'transformer', 'mlp'"),
-    "unknown precision": (lambda d: d.update(precisions=["fp32", "fp8"]), r"precisions\.1: .*'fp32', 'tf32', 'fp16' or 'bf16' \(got 'fp8'\)"),
+    "unknown workload": (
+        lambda d: d["workloads"][0].update(workload="vit"),
+        r"workloads\.0\.workload: .*'vit'.*'resnet', 'transformer', 'mlp'",
+    ),
+    "unknown precision": (
+        lambda d: d.update(precisions=["fp32", "fp8"]),
+        r"precisions\.1: .*'fp32', 'tf32', 'fp16' or 'bf16' \(got 'fp8'\)",
+    ),
     "wrong type": (lambda d: d.update(steps="many"), r"steps: .*valid integer.*\(got 'many'\)"),
     "zero steps": (lambda d: d.update(steps=0), r"steps: Input should be greater than 0 \(got 0\)"),
-    "negative batch": (lambda d: d["workloads"][0].update(batch_sizes=[-8]), r"workloads\.0\.batch_sizes\.0: .*greater than 0 \(got -8\)"),
+    "negative batch": (
+        lambda d: d["workloads"][0].update(batch_sizes=[-8]),
+        r"workloads\.0\.batch_sizes\.0: .*greater than 0 \(got -8\)",
+    ),
     "unknown key": (lambda d: d.update(stepz=3), r"stepz: Extra inputs are not permitted"),
     "unknown workload key": (lambda d: d["workloads"][0].update(widht=3), r"workloads\.0\.widht: Extra inputs"),
     "missing field": (lambda d: d.pop("steps"), r"steps: Field required"),
-    "batch larger than data": (lambda d: d["workloads"][0].update(samples=4), r"samples \(4\) must be at least the largest batch size \(8\)"),
+    "batch larger than data": (
+        lambda d: d["workloads"][0].update(samples=4),
+        r"samples \(4\) must be at least the largest batch size \(8\)",
+    ),
 }
 
 

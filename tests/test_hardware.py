@@ -7,8 +7,13 @@ from amp_suite.hardware import cpu_caps, cuda_caps
 
 @pytest.mark.parametrize(
     "capability, tensor_cores, bf16, tf32",
-    [((6, 1), False, False, False), ((7, 0), True, False, False), ((7, 5), True, False, False),
-     ((8, 0), True, True, True), ((9, 0), True, True, True)],
+    [
+        ((6, 1), False, False, False),
+        ((7, 0), True, False, False),
+        ((7, 5), True, False, False),
+        ((8, 0), True, True, True),
+        ((9, 0), True, True, True),
+    ],
 )
 def test_cuda_capability_rules(capability, tensor_cores, bf16, tf32):
     caps = cuda_caps("GPU", capability)
@@ -18,8 +23,12 @@ def test_cuda_capability_rules(capability, tensor_cores, bf16, tf32):
 
 @pytest.mark.parametrize(
     "flags, bf16, fp16",
-    [({"avx2"}, False, False), ({"avx512f", "avx512_bf16"}, True, False), ({"amx_bf16", "amx_fp16"}, True, True),
-     ({"fphp", "asimdhp", "bf16"}, True, True)],
+    [
+        ({"avx2"}, False, False),
+        ({"avx512f", "avx512_bf16"}, True, False),
+        ({"amx_bf16", "amx_fp16"}, True, True),
+        ({"fphp", "asimdhp", "bf16"}, True, True),
+    ],
 )
 def test_cpu_flag_rules(flags, bf16, fp16):
     caps = cpu_caps("CPU", frozenset(flags))

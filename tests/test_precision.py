@@ -76,7 +76,9 @@ def test_fp16_counts_the_steps_the_scaler_skipped():
     assert telemetry["loss_scale"] == 512.0  # halved once, after the overflow
 
 
-@pytest.mark.parametrize("name, dtype", [("fp32", torch.float32), ("tf32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)])
+@pytest.mark.parametrize(
+    "name, dtype", [("fp32", torch.float32), ("tf32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)]
+)
 def test_observed_matmul_dtype_proves_what_ran(name, dtype):
     assert observed_matmul_dtype(make_policy(name, "cpu"), torch.device("cpu")) == dtype
 
@@ -101,9 +103,18 @@ def test_fp32_turns_tf32_off_and_tf32_turns_it_on():
 
 @pytest.mark.parametrize(
     "policy, caps, runs",
-    [(TF32, AMPERE, True), (TF32, VOLTA, False), (TF32, PLAIN_CPU, False), (BF16, AMPERE, True), (BF16, VOLTA, False),
-     (BF16, PLAIN_CPU, False), (FP16, VOLTA, True), (FP16, PASCAL, False), (FP16, PLAIN_CPU, False),
-     (PrecisionPolicy, PASCAL, True)],
+    [
+        (TF32, AMPERE, True),
+        (TF32, VOLTA, False),
+        (TF32, PLAIN_CPU, False),
+        (BF16, AMPERE, True),
+        (BF16, VOLTA, False),
+        (BF16, PLAIN_CPU, False),
+        (FP16, VOLTA, True),
+        (FP16, PASCAL, False),
+        (FP16, PLAIN_CPU, False),
+        (PrecisionPolicy, PASCAL, True),
+    ],
 )
 def test_hardware_requirements(policy, caps, runs):
     reason = policy(caps.type).unsupported_reason(caps)

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+from conftest import tiny_matrix
+
 from amp_suite.config import Matrix
 from amp_suite.results import CellRecord, ResultsFile
-from conftest import tiny_matrix
 
 
 def _record(precision="fp32", **fields):

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import pytest
+from conftest import tiny_matrix
 
 from amp_suite.config import Matrix
 from amp_suite.results import CellRecord
 from amp_suite.summary import summarize
-from conftest import tiny_matrix
 
 CELLS = Matrix.model_validate(tiny_matrix(repeats=2)).cells("cpu")
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 import os
 import signal
 
+from conftest import tiny_matrix
+
 from amp_suite.config import Matrix
 from amp_suite.worker import cell_context, run_isolated
-from conftest import tiny_matrix
 
 SPEC = next(c for c in Matrix.model_validate(tiny_matrix()).cells("cpu") if c.precision == "fp32")
 
