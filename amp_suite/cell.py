@@ -13,6 +13,7 @@ import torch
 from amp_suite import environment
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
+from amp_suite.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.hardware import probe
 from amp_suite.loop import Trainer
 from amp_suite.measure import PeakMemory, make_step_timer, step_stats
@@ -50,18 +51,20 @@ def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
 
 def measure(spec: CellSpec, policy: PrecisionPolicy, device: torch.device, progress: Progress) -> dict[str, Any]:
     with policy.numerics() as fp32_math, cudnn_autotune(device):
-        torch.manual_seed(spec.seed)  # same initial weights for every precision
         workload = build_workload(spec.workload)
-        data = workload.make_data(torch.Generator().manual_seed(spec.seed))
-        model, data = workload.to_device(workload.build_model(), data, device)
+        data = workload.load_data()
+        torch.manual_seed(spec.seed)  # same initial weights for every precision
+        model = workload.to_device(workload.build_model(data.train), device)
+        data = data.to(device)
         optimizer = workload.make_optimizer(model)
         policy.bind(optimizer)
         matmul_dtype = observed_matmul_dtype(policy, device)
         if matmul_dtype != policy.compute_dtype:
             raise RuntimeError(f"{policy.name} expected matmuls in {policy.compute_dtype}, got {matmul_dtype}")
 
-        order = batch_order(len(data), spec.batch_size, spec.warmup_steps + spec.steps, spec.seed)
-        batches = DeviceBatches(data, order)
+        order = batch_order(len(data.train), spec.batch_size, spec.warmup_steps + spec.steps, spec.seed)
+        batches = DeviceBatches(data.train, order)
+        underflow = grad_underflow_fraction(model, workload.loss, *batches.peek())
         trainer = Trainer(model, optimizer, policy, workload, spec.max_grad_norm)
         trainer.run(batches, spec.warmup_steps, on_step=lambda n: progress("warmup", n, spec.warmup_steps))
         if device.type == "cuda":
@@ -73,6 +76,8 @@ def measure(spec: CellSpec, policy: PrecisionPolicy, device: torch.device, progr
             times_ms, span_s = timer.read()  # synchronises once
         stats = step_stats(times_ms)
         loss_curve = losses.float().cpu().tolist()  # device -> host copy, after the timed region
+        progress("evaluate", 0, 1)
+        validation = workload.evaluate(model, data.validation, spec.batch_size, policy.forward_context)
     return {
         "throughput": spec.batch_size * spec.steps / span_s,
         "step_time_ms_p50": stats.p50_ms,
@@ -84,6 +89,16 @@ def measure(spec: CellSpec, policy: PrecisionPolicy, device: torch.device, progr
         "peak_memory_kind": memory.kind,
         "final_loss": loss_curve[-1],
         "loss_curve": loss_curve,
+        "val_metric_name": workload.primary_metric,
+        "val_metric": validation[workload.primary_metric],
+        "val_higher_is_better": workload.higher_is_better,
+        "val_metrics": validation,
+        "val_loss": validation["val_loss"],
+        "grad_underflow_fraction": underflow,
+        "data_source": data.source,
+        "data_fingerprint": data.fingerprint,
+        "train_samples": len(data.train),
+        "val_samples": len(data.validation),
         "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
         "fp32_math": fp32_math,
         "batch_order_hash": order_hash(order),

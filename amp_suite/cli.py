@@ -20,7 +20,7 @@ app = typer.Typer(
     help="Measure whether automatic mixed precision pays off on this machine, and record it in MLflow.",
 )
 # Logs and CI are not terminals; rich would squeeze the summary table into 80 columns there.
-console = Console(width=None if sys.stdout.isatty() else 120)
+console = Console(width=None if sys.stdout.isatty() else 160)
 errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
@@ -85,6 +85,10 @@ def run(
         cells = selected.cells(resolved_device, force=force)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    if not any(w.data.source == "hub" for w in selected.workloads):
+        # Nothing asked for the hub: make sure no library waits on it (HF retries for ~25 s).
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     _run_matrix(selected, cells, path, out, tracking_uri, experiment or selected.name, resume)
 
 

@@ -14,8 +14,10 @@ from typing import Annotated, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-Precision = Literal["fp32", "tf32", "fp16", "bf16"]
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp16-noscale")
+# fp16-noscale (autocast fp16 without GradScaler) is the negative control: it shows the parity
+# check can fail when small gradients flush to zero.
+Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp16-noscale"]
 Device = Literal["cuda", "cpu"]
 
 
@@ -27,10 +29,32 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+DataSource = Literal["synthetic", "digits", "hub", "imagefolder", "text"]
+
+
+class DataConfig(_Frozen):
+    """Where a workload's training and validation data come from. Offline unless source is hub."""
+
+    source: DataSource
+    name: str | None = Field(None, description="hub dataset name, e.g. cifar10 or wikitext")
+    subset: str | None = Field(None, description="hub dataset configuration, e.g. wikitext-2-raw-v1")
+    path: str | None = Field(None, description="local folder (imagefolder) or text file(s) (text)")
+    val_fraction: float = Field(0.2, gt=0, lt=1, description="held out when the source has no validation split")
+    val_samples: PositiveInt = Field(512, description="validation samples used (generated count for synthetic)")
+
+    @model_validator(mode="after")
+    def _location_given(self):
+        if self.source == "hub" and not self.name:
+            raise ValueError("data.source hub needs data.name (e.g. cifar10)")
+        if self.source in ("imagefolder", "text") and not self.path:
+            raise ValueError(f"data.source {self.source} needs data.path")
+        return self
+
+
 class _WorkloadBase(_Frozen):
     label: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
     batch_sizes: list[PositiveInt] = Field(min_length=1)
-    samples: PositiveInt = Field(1024, description="distinct training samples kept on the device")
+    samples: PositiveInt = Field(1024, description="training samples: the generated count, or a cap on real data")
     lr: PositiveFloat = 1e-3
     force: list[Precision] = Field(
         default_factory=list, description="precisions to run even where the hardware is slow at them"
@@ -51,15 +75,21 @@ class _WorkloadBase(_Frozen):
 
 class ResNetConfig(_WorkloadBase):
     workload: Literal["resnet"]
+    data: DataConfig = DataConfig(source="digits")
     arch: Literal["resnet18", "resnet34", "resnet50", "resnet101", "resnet152"] = "resnet50"
     image_size: int = Field(224, ge=32)
     num_classes: int = Field(1000, ge=2)
     channels_last: bool = True
     lr: PositiveFloat = 0.1
 
+    @model_validator(mode="after")
+    def _image_source(self):
+        return _check_source(self, ("synthetic", "digits", "hub", "imagefolder"))
+
 
 class TransformerConfig(_WorkloadBase):
     workload: Literal["transformer"]
+    data: DataConfig = DataConfig(source="synthetic")
     n_layer: PositiveInt = 6
     n_embd: PositiveInt = 512
     n_head: PositiveInt = 8
@@ -70,19 +100,45 @@ class TransformerConfig(_WorkloadBase):
     def _heads_divide_width(self):
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
-        return self
+        if self.data.source in ("hub", "text") and self.vocab_size < 256:
+            raise ValueError(f"text is tokenized as bytes: vocab_size must be at least 256 (got {self.vocab_size})")
+        return _check_source(self, ("synthetic", "hub", "text"))
 
 
 class MLPConfig(_WorkloadBase):
     workload: Literal["mlp"]
-    in_features: PositiveInt = 256
+    data: DataConfig = DataConfig(source="digits")
+    in_features: PositiveInt = Field(256, description="input width of generated data (digits have 64)")
     hidden: PositiveInt = 512
     depth: PositiveInt = 4
     num_classes: int = Field(10, ge=2)
+    loss_multiplier: PositiveFloat = Field(
+        1.0, description="scales the training loss (and so every gradient); <1 pushes gradients toward fp16's floor"
+    )
+    adam_eps: PositiveFloat = 1e-8
+
+    @model_validator(mode="after")
+    def _vector_source(self):
+        return _check_source(self, ("synthetic", "digits"))
+
+
+def _check_source(config, allowed: tuple[str, ...]):
+    if config.data.source not in allowed:
+        source, workload = config.data.source, config.workload
+        raise ValueError(f"data.source {source!r} is not available for {workload}; choose from {allowed}")
+    return config
 
 
 WorkloadConfig = Annotated[Union[ResNetConfig, TransformerConfig, MLPConfig], Field(discriminator="workload")]
 WORKLOADS = ("resnet", "transformer", "mlp")
+
+
+class ParityConfig(_Frozen):
+    """AMP passes when its mean validation metric is no worse than fp32's by more than
+    max(tolerance x |fp32 mean|, k x fp32's seed-to-seed standard deviation)."""
+
+    tolerance: float = Field(0.02, ge=0, description="relative to fp32's value")
+    k: float = Field(2.0, ge=0, description="multiples of fp32's seed-to-seed std (needs repeats >= 2)")
 
 
 class CellSpec(_Frozen):
@@ -117,6 +173,7 @@ class Matrix(_Frozen):
     warmup_steps: PositiveInt = 5
     steps: PositiveInt
     max_grad_norm: PositiveFloat = 1.0
+    parity: ParityConfig = ParityConfig()
     precisions: list[Precision] = Field(min_length=1)
     workloads: list[WorkloadConfig] = Field(min_length=1)
 

@@ -63,14 +63,21 @@ class RichDisplay:
         self.console.print(f"[{style}]{record.status:>7}[/] {record.cell_id}  {detail}{reason}", highlight=False)
 
 
+SUMMARY_COLUMNS = ("workload", "batch", "precision", "status", "samples/s", "vs fp32", "peak MB", "mem vs fp32")
+METRIC_LABELS = {"val_accuracy": "acc", "val_perplexity": "ppl"}
+PARITY_STYLE = {"pass": "green", "fail": "red", "indicative": "cyan"}
+
+
 def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memory_kind: str | None) -> None:
     """The summary table; skip/failure reasons are numbered notes under it, each printed once."""
     notes: dict[str, int] = {}
     table = Table(title=title, title_justify="left", caption=f"peak memory: {memory_kind}" if memory_kind else None)
-    for column in ("workload", "batch", "precision", "status", "samples/s", "vs fp32", "peak MB", "mem vs fp32"):
-        table.add_column(
-            column, justify="left" if column in ("workload", "precision", "status") else "right", no_wrap=True
-        )
+    for column in SUMMARY_COLUMNS:
+        justify = "left" if column in ("workload", "precision", "status") else "right"
+        table.add_column(column, justify=justify, no_wrap=True)
+    table.add_column("validation", justify="right", no_wrap=True)
+    table.add_column("parity: delta / tol", no_wrap=True)
+    table.add_column("grads < fp16", justify="right", no_wrap=True)
     table.add_column("note")
     for row in rows:
         note = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""
@@ -83,11 +90,27 @@ def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memo
             _number(row.speedup, "{:.2f}x"),
             _number(row.peak_memory_mb, "{:,.0f}"),
             _number(row.memory_ratio, "{:.2f}x"),
+            _validation(row),
+            _parity(row),
+            _number(row.grad_underflow_fraction, "{:.1%}"),
             note,
         )
     console.print(table)
     for reason, number in notes.items():
         console.print(f"  [{number}] {reason}", highlight=False, markup=False)
+
+
+def _validation(row: SummaryRow) -> str:
+    if row.val_metric is None:
+        return "-"
+    return f"{METRIC_LABELS.get(row.val_metric_name, row.val_metric_name)} {row.val_metric:.3f}"
+
+
+def _parity(row: SummaryRow) -> str:
+    if row.parity is None:
+        return ""
+    p = row.parity
+    return f"[{PARITY_STYLE[p.verdict]}]{p.verdict}[/] {p.delta:+.3f} / {p.tolerance:.3f}"
 
 
 def _number(value: float | None, template: str) -> str:

@@ -7,6 +7,7 @@ only what differs (the shape of Lightning Fabric's precision plugins):
     tf32   float32 tensors, TF32 tensor-core math on (compute capability >= 8.0)
     bf16   autocast(bfloat16) around forward + loss; plain backward and step
     fp16   autocast(float16) + GradScaler: scale -> backward, unscale_ before clipping, step, update
+    fp16-noscale  autocast(float16) without a scaler: the negative control for the parity check
 """
 
 from __future__ import annotations
@@ -161,7 +162,17 @@ class FP16(Autocast):
         }
 
 
-POLICIES: dict[str, type[PrecisionPolicy]] = {policy.name: policy for policy in (PrecisionPolicy, TF32, FP16, BF16)}
+class FP16NoScale(Autocast):
+    """fp16 autocast with plain backward: gradients below fp16's range silently become zero."""
+
+    name = "fp16-noscale"
+    compute_dtype = torch.float16
+    unsupported_reason = FP16.unsupported_reason
+
+
+POLICIES: dict[str, type[PrecisionPolicy]] = {
+    policy.name: policy for policy in (PrecisionPolicy, TF32, FP16, BF16, FP16NoScale)
+}
 
 
 def make_policy(name: str, device_type: str) -> PrecisionPolicy:

@@ -46,6 +46,18 @@ class CellRecord(BaseModel):
     peak_memory_reserved_mb: float | None = None
     peak_memory_kind: str | None = None
     final_loss: float | None = None
+    val_metric_name: str | None = Field(None, description="the workload's primary validation metric")
+    val_metric: float | None = None
+    val_higher_is_better: bool | None = None
+    val_loss: float | None = None
+    val_metrics: dict[str, float] = Field(default_factory=dict)
+    grad_underflow_fraction: float | None = Field(
+        None, description="share of fp32 gradients below fp16's smallest subnormal, before training"
+    )
+    data_source: str | None = None
+    data_fingerprint: str | None = None
+    train_samples: int | None = None
+    val_samples: int | None = None
     loss_scale: float | None = None
     skipped_steps: int | None = None
     matmul_dtype: str | None = Field(None, description="dtype a matmul produced under the policy")

@@ -74,7 +74,7 @@ class MatrixRunner:
         except BaseException:
             self.tracker.abort(run_id)
             raise
-        summary = summarize(records)
+        summary = summarize(records, self.matrix.parity)
         self.tracker.finish([row.as_dict() for row in summary])
         return records, summary
 

@@ -26,6 +26,9 @@ METRIC_FIELDS = (
     "peak_memory_mb",
     "peak_memory_reserved_mb",
     "final_loss",
+    "val_metric",
+    "val_loss",
+    "grad_underflow_fraction",
     "loss_scale",
     "skipped_steps",
     "duration_s",
@@ -87,13 +90,14 @@ class MlflowTracker:
     def finish(self, summary: Sequence[dict[str, Any]], status: str = "FINISHED") -> None:
         if self.parent_run_id is None:
             return
-        metrics = [
-            (f"{key}/{row['workload']}/bs{row['batch_size']}/{row['precision']}", row[key])
-            for row in summary
-            for key in ("speedup", "memory_ratio")
-            if row.get(key) is not None
-        ]
-        self._guard("the summary", self._log_summary, summary, metrics)
+        metrics, tags = [], {}
+        for row in summary:
+            where = f"{row['workload']}/bs{row['batch_size']}/{row['precision']}"
+            metrics += [(f"{key}/{where}", row[key]) for key in ("speedup", "memory_ratio") if row[key] is not None]
+            if row["parity"]:
+                metrics.append((f"parity_delta/{where}", row["parity"]["delta"]))
+                tags[f"parity/{where}"] = row["parity"]["verdict"]
+        self._guard("the summary", self._log_summary, summary, metrics, tags)
         self._guard("the parent run's status", self.client.set_terminated, self.parent_run_id, status)
 
     def abort(self, run_id: str | None) -> None:
@@ -120,6 +124,7 @@ class MlflowTracker:
     def _log_cell(self, run_id: str, record: CellRecord) -> None:
         now = int(time.time() * 1000)
         metrics = [(key, getattr(record, key), 0) for key in METRIC_FIELDS if getattr(record, key) is not None]
+        metrics += [(key, value, 0) for key, value in record.val_metrics.items() if key not in METRIC_FIELDS]
         first_step = record.warmup_steps
         metrics += [("train_loss", loss, first_step + i) for i, loss in enumerate(record.loss_curve)]
         tags = {"status": record.status, "reason": record.reason or "", "cell_id": record.cell_id}
@@ -130,8 +135,8 @@ class MlflowTracker:
             self.client.log_artifact(run_id, record.log_path, "logs")
         self.client.set_terminated(run_id, RUN_STATUS[record.status])
 
-    def _log_summary(self, summary: Sequence[dict[str, Any]], metrics: list[tuple[str, float]]) -> None:
-        self._batch(self.parent_run_id, metrics=[(key, value, 0) for key, value in metrics])
+    def _log_summary(self, summary: Sequence[dict[str, Any]], metrics: list[tuple[str, float]], tags: dict) -> None:
+        self._batch(self.parent_run_id, tags=tags, metrics=[(key, value, 0) for key, value in metrics])
         self.client.log_dict(self.parent_run_id, list(summary), "summary.json")
 
     def _batch(self, run_id, params=None, tags=None, metrics=(), timestamp=None) -> None:

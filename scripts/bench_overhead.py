@@ -43,9 +43,9 @@ def suite_throughput(spec: CellSpec) -> float:
 def bare_throughput(spec: CellSpec) -> float:
     """The AMP recipe's loop, nothing else."""
     workload = build_workload(spec.workload)
+    data = workload.load_data().train
     torch.manual_seed(spec.seed)
-    model = workload.build_model()
-    data = workload.make_data(torch.Generator().manual_seed(spec.seed))
+    model = workload.build_model(data)
     optimizer = workload.make_optimizer(model)
     order = batch_order(len(data), spec.batch_size, spec.warmup_steps + spec.steps, spec.seed)
     batches = [(data.inputs[i], data.targets[i]) for i in order]

@@ -10,6 +10,7 @@ EXPERIMENTS = REPO / "experiments"
 
 # Nothing in the suite may wait on a model/dataset hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
 def tiny_matrix(**overrides) -> dict:

@@ -26,12 +26,16 @@ def test_fp32_cell_measures_and_describes_itself(bf16_cpu):
     assert record.matmul_dtype == "float32" and set(record.fp32_math.values()) == {"ieee"}
     assert record.peak_memory_kind == "cpu_peak_rss" and record.peak_memory_mb > 0
     assert record.environment["torch"] and record.environment["device_name"] == "test cpu"
+    assert record.val_metric_name == "val_accuracy" and 0.0 <= record.val_metric <= 1.0
+    assert record.val_metrics["val_loss"] == record.val_loss > 0
+    assert 0.0 <= record.grad_underflow_fraction < 0.5  # ordinary training: little below fp16's floor
 
 
 def test_precisions_share_initial_weights_and_batch_order(bf16_cpu):
     fp32, bf16 = run_cell(CELLS["fp32"]), run_cell(CELLS["bf16"])
     assert bf16.status == "ok" and bf16.matmul_dtype == "bfloat16"
     assert fp32.batch_order_hash == bf16.batch_order_hash
+    assert fp32.data_fingerprint == bf16.data_fingerprint and fp32.data_source == "sklearn:digits"
     assert bf16.loss_curve[0] == pytest.approx(fp32.loss_curve[0], rel=0.05)  # same model, same batch
     assert bf16.loss_curve != fp32.loss_curve  # but not the same arithmetic
 

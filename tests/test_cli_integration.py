@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -144,3 +145,29 @@ def test_smoke_matrix_covers_everything_within_three_minutes(tmp_path):
     assert forced["status"] == "ok" and forced["loss_scale"] > 0  # the GradScaler path ran
     parents, children = nested_runs(tmp_path, "smoke")
     assert len(parents) == 1 and len(children) == 12
+
+    # Validation: fp32 learns well above chance (10 classes) without saturating; perplexity is finite.
+    for workload in ("resnet", "mlp"):
+        accuracy = cells[(workload, "fp32")]["val_metric"]
+        assert 0.3 < accuracy < 0.99, (workload, accuracy)
+    perplexity = cells[("transformer", "fp32")]["val_metric"]
+    assert math.isfinite(perplexity) and 4 < perplexity < 512  # between the chain's floor and uniform
+    # Every AMP cell that ran has a parity verdict (one seed: indicative), shown and stored.
+    amp = [r for r in records if r["precision"] != "fp32" and r["status"] == "ok"]
+    assert amp and "indicative" in done.stdout
+    tags = parents[0].data.tags
+    assert all(tags[f"parity/{r['workload']}/bs{r['batch_size']}/{r['precision']}"] == "indicative" for r in amp)
+
+
+def test_failure_modes_fp16_without_scaling_fails_parity_and_with_scaling_passes(tmp_path):
+    started = time.monotonic()
+    matrix = str(EXPERIMENTS / "failure-modes.yaml")
+    done = amp_suite("run", "--matrix", matrix, "--out", str(tmp_path), "--device", "cpu", cwd=tmp_path)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert elapsed < 300, f"failure-modes matrix took {elapsed:.0f}s"
+    tags = nested_runs(tmp_path, "failure-modes")[0][0].data.tags
+    assert tags["parity/mlp/bs64/fp16"] == "pass"
+    assert tags["parity/mlp/bs64/fp16-noscale"] == "fail"
+    records = read_records(tmp_path)
+    assert all(r["grad_underflow_fraction"] > 0.9 for r in records)  # the reason, measured

@@ -13,7 +13,13 @@ from amp_suite.config import PRECISIONS, ConfigError, Matrix, load_matrix
 def test_shipped_matrices_load(name):
     matrix = load_matrix(EXPERIMENTS / name)
     assert {w.workload for w in matrix.workloads} == {"resnet", "transformer", "mlp"}
-    assert tuple(matrix.precisions) == PRECISIONS
+    assert tuple(matrix.precisions) == PRECISIONS[:4]  # fp16-noscale is for failure-modes.yaml only
+
+
+def test_failure_modes_matrix_pits_scaled_against_unscaled_fp16():
+    matrix = load_matrix(EXPERIMENTS / "failure-modes.yaml")
+    assert matrix.precisions == ["fp32", "fp16", "fp16-noscale"] and matrix.repeats >= 2
+    assert all(cell.force for cell in matrix.cells("cpu") if cell.precision != "fp32")
 
 
 def test_smoke_forces_fp16_on_mlp_only():
@@ -58,7 +64,7 @@ INVALID = {
     ),
     "unknown precision": (
         lambda d: d.update(precisions=["fp32", "fp8"]),
-        r"precisions\.1: .*'fp32', 'tf32', 'fp16' or 'bf16' \(got 'fp8'\)",
+        r"precisions\.1: .*'fp32', 'tf32', 'fp16', 'bf16' or 'fp16-noscale' \(got 'fp8'\)",
     ),
     "wrong type": (lambda d: d.update(steps="many"), r"steps: .*valid integer.*\(got 'many'\)"),
     "zero steps": (lambda d: d.update(steps=0), r"steps: Input should be greater than 0 \(got 0\)"),
@@ -69,6 +75,14 @@ INVALID = {
     "unknown key": (lambda d: d.update(stepz=3), r"stepz: Extra inputs are not permitted"),
     "unknown workload key": (lambda d: d["workloads"][0].update(widht=3), r"workloads\.0\.widht: Extra inputs"),
     "missing field": (lambda d: d.pop("steps"), r"steps: Field required"),
+    "hub without a name": (
+        lambda d: d["workloads"][0].update(data={"source": "hub"}),
+        r"data.source hub needs data.name",
+    ),
+    "source the workload can't use": (
+        lambda d: d["workloads"][0].update(data={"source": "text", "path": "x.txt"}),
+        r"data.source 'text' is not available for mlp; choose from \('synthetic', 'digits'\)",
+    ),
     "batch larger than data": (
         lambda d: d["workloads"][0].update(samples=4),
         r"samples \(4\) must be at least the largest batch size \(8\)",

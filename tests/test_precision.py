@@ -6,7 +6,16 @@ import pytest
 import torch
 
 from amp_suite.hardware import cpu_caps, cuda_caps
-from amp_suite.precision import BF16, FP16, TF32, PrecisionPolicy, fp32_math, make_policy, observed_matmul_dtype
+from amp_suite.precision import (
+    BF16,
+    FP16,
+    POLICIES,
+    TF32,
+    PrecisionPolicy,
+    fp32_math,
+    make_policy,
+    observed_matmul_dtype,
+)
 
 AMPERE, VOLTA, PASCAL = cuda_caps("A100", (8, 0)), cuda_caps("V100", (7, 0)), cuda_caps("P100", (6, 0))
 PLAIN_CPU = cpu_caps("cpu", frozenset({"avx2"}))
@@ -126,3 +135,22 @@ def test_hardware_requirements(policy, caps, runs):
 def test_unknown_policy():
     with pytest.raises(ValueError, match="unknown precision 'fp8'"):
         make_policy("fp8", "cpu")
+
+
+def test_every_configurable_precision_has_a_policy():
+    from amp_suite.config import PRECISIONS
+
+    assert set(PRECISIONS) == set(POLICIES)
+
+
+def test_fp16_noscale_is_fp16_autocast_with_a_plain_backward():
+    policy = make_policy("fp16-noscale", "cpu")
+    assert not hasattr(policy, "scaler")
+    with policy.forward_context():
+        assert torch.get_autocast_dtype("cpu") == torch.float16
+    loss, optimizer = mock.Mock(), mock.Mock()
+    policy.backward(loss)
+    policy.optimizer_step(optimizer)
+    loss.backward.assert_called_once_with()
+    optimizer.step.assert_called_once_with()
+    assert policy.unsupported_reason(VOLTA) is None and policy.unsupported_reason(PASCAL)

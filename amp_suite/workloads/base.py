@@ -1,38 +1,88 @@
-"""What a workload provides to the loop: a model, its data, its loss and its optimizer."""
+"""What a workload provides to the loop: data, a model, its loss, its optimizer, its evaluation."""
 
 from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from types import ModuleType
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from amp_suite.data import TensorData
 
 
+@dataclass(frozen=True)
+class LoadedData:
+    train: TensorData
+    validation: TensorData
+    source: str  # e.g. "sklearn:digits", "hub:cifar10"
+    fingerprint: str  # of the dataset splits the tensors came from
+
+    def to(self, device: torch.device) -> LoadedData:
+        return LoadedData(self.train.to(device), self.validation.to(device), self.source, self.fingerprint)
+
+
 class Workload(ABC):
+    primary_metric = "val_accuracy"
+    higher_is_better = True
+
     def __init__(self, config) -> None:
         self.config = config
 
     @abstractmethod
-    def build_model(self) -> nn.Module:
+    def load_data(self) -> LoadedData:
+        """Training and validation tensors on the CPU, the same for every precision and seed."""
+
+    @abstractmethod
+    def build_model(self, train: TensorData) -> nn.Module:
         """A freshly initialised model (weights come from the global seed, never from a hub)."""
 
     @abstractmethod
-    def make_data(self, generator: torch.Generator) -> TensorData:
-        """`config.samples` learnable training samples on the CPU."""
+    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Forward pass and training loss: the part that runs under autocast."""
 
     @abstractmethod
-    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Forward pass and loss: the part that runs under autocast."""
+    def evaluate(
+        self, model: nn.Module, data: TensorData, batch_size: int, context: Callable[[], AbstractContextManager]
+    ) -> dict[str, float]:
+        """Validation metrics, including `primary_metric`; `context` is the policy's forward context."""
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         return torch.optim.AdamW(model.parameters(), lr=self.config.lr)
 
-    def to_device(self, model: nn.Module, data: TensorData, device: torch.device):
-        return model.to(device), data.to(device)
+    def to_device(self, model: nn.Module, device: torch.device) -> nn.Module:
+        return model.to(device)
+
+
+class Classifier(Workload):
+    """Cross-entropy on logits; validation accuracy is the primary metric."""
+
+    @abstractmethod
+    def logits(self, model: nn.Module, inputs: torch.Tensor) -> torch.Tensor: ...
+
+    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.logits(model, inputs), targets)
+
+    @torch.no_grad()
+    def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
+        model.eval()
+        loss_sum = torch.zeros((), device=data.inputs.device)
+        correct = torch.zeros((), device=data.inputs.device, dtype=torch.long)
+        for start in range(0, len(data), batch_size):
+            inputs, targets = data.inputs[start : start + batch_size], data.targets[start : start + batch_size]
+            with context():
+                logits = self.logits(model, inputs)
+            loss_sum += F.cross_entropy(logits.float(), targets, reduction="sum")
+            correct += (logits.argmax(dim=1) == targets).sum()
+        model.train()
+        count = len(data)
+        # .item() synchronises: evaluation runs after the timed region.
+        return {"val_loss": loss_sum.item() / count, "val_accuracy": correct.item() / count}
 
 
 def require(module: str, workload: str) -> ModuleType:

@@ -1,41 +1,42 @@
-"""A torchvision ResNet trained from scratch on images of class-specific patterns plus noise."""
+"""A torchvision ResNet trained from scratch: digits, generated patterns, a hub or a folder of images."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from amp_suite.data import TensorData
-from amp_suite.workloads.base import Workload, require
+from amp_suite.data.convert import check_classes, image_tensors
+from amp_suite.data.generated import class_patterns
+from amp_suite.data.sources import GeneratedSet, load_splits
+from amp_suite.workloads.base import Classifier, LoadedData, require
 
 tv_models = require("torchvision.models", "resnet")
 
+GENERATED_RESOLUTION = 16  # generated images are stored small and resized like any other source
 
-class ResNetWorkload(Workload):
-    def build_model(self) -> nn.Module:
+
+class ResNetWorkload(Classifier):
+    def load_data(self) -> LoadedData:
         c = self.config
-        return tv_models.get_model(c.arch, weights=None, num_classes=c.num_classes)
+        params = {"samples": c.samples + c.data.val_samples, "num_classes": c.num_classes, "size": GENERATED_RESOLUTION}
+        splits = load_splits(c.data, GeneratedSet(class_patterns, params, c.data.val_samples))
+        train = image_tensors(splits.train, c.image_size, c.samples)
+        validation = image_tensors(splits.validation, c.image_size, c.data.val_samples)
+        check_classes(train, c.num_classes, splits.description)
+        return LoadedData(train, validation, splits.description, splits.fingerprint)
 
-    def make_data(self, generator: torch.Generator) -> TensorData:
-        c = self.config
-        labels = torch.randint(c.num_classes, (c.samples,), generator=generator)
-        # Each class is a smooth random pattern (upsampled from 4x4); samples add pixel noise.
-        patterns = torch.randn(c.num_classes, 3, 4, 4, generator=generator)
-        patterns = F.interpolate(patterns, size=c.image_size, mode="bilinear", align_corners=False)
-        noise = torch.randn(c.samples, 3, c.image_size, c.image_size, generator=generator)
-        return TensorData(patterns[labels] + noise, labels)
+    def build_model(self, train: TensorData) -> nn.Module:
+        return tv_models.get_model(self.config.arch, weights=None, num_classes=self.config.num_classes)
 
-    def to_device(self, model: nn.Module, data: TensorData, device: torch.device):
-        model, data = super().to_device(model, data, device)
-        if self.config.channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        return model, data
+    def to_device(self, model: nn.Module, device: torch.device) -> nn.Module:
+        model = model.to(device)
+        return model.to(memory_format=torch.channels_last) if self.config.channels_last else model
 
-    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def logits(self, model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
         if self.config.channels_last:
             inputs = inputs.contiguous(memory_format=torch.channels_last)
-        return F.cross_entropy(model(inputs), targets)
+        return model(inputs)
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         return torch.optim.SGD(model.parameters(), lr=self.config.lr, momentum=0.9, nesterov=True)

@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
 from amp_suite.data import TensorData
-from amp_suite.workloads.base import Workload, require
+from amp_suite.data.convert import check_vocabulary, token_tensors
+from amp_suite.data.generated import markov_corpus
+from amp_suite.data.sources import GeneratedSet, load_splits
+from amp_suite.workloads.base import LoadedData, Workload, require
 
 transformers = require("transformers", "transformer")
 
-# Each token has only this many likely successors, so the corpus has structure a model can learn.
-SUCCESSORS_PER_TOKEN = 4
-
 
 class TransformerWorkload(Workload):
-    def build_model(self) -> nn.Module:
+    primary_metric = "val_perplexity"
+    higher_is_better = False
+
+    def load_data(self) -> LoadedData:
+        c = self.config
+        params = {"samples": c.samples + c.data.val_samples, "seq_len": c.seq_len, "vocab_size": c.vocab_size}
+        splits = load_splits(c.data, GeneratedSet(markov_corpus, params, c.data.val_samples))
+        train = token_tensors(splits.train, c.seq_len, c.samples)
+        validation = token_tensors(splits.validation, c.seq_len, c.data.val_samples)
+        check_vocabulary(train, c.vocab_size)
+        return LoadedData(train, validation, splits.description, splits.fingerprint)
+
+    def build_model(self, train: TensorData) -> nn.Module:
         c = self.config
         config = transformers.GPT2Config(
             vocab_size=c.vocab_size,
@@ -32,18 +46,21 @@ class TransformerWorkload(Workload):
         )
         return transformers.GPT2LMHeadModel(config)
 
-    def make_data(self, generator: torch.Generator) -> TensorData:
-        c = self.config
-        successors = torch.randint(c.vocab_size, (c.vocab_size, SUCCESSORS_PER_TOKEN), generator=generator)
-        choices = torch.randint(SUCCESSORS_PER_TOKEN, (c.samples, c.seq_len), generator=generator)
-        tokens = torch.empty(c.samples, c.seq_len, dtype=torch.long)
-        tokens[:, 0] = torch.randint(c.vocab_size, (c.samples,), generator=generator)
-        for position in range(1, c.seq_len):
-            tokens[:, position] = successors[tokens[:, position - 1], choices[:, position]]
-        return TensorData(tokens, tokens)  # causal LM: the model shifts the labels itself
-
     def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return model(input_ids=inputs, labels=targets).loss
+
+    @torch.no_grad()
+    def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
+        model.eval()
+        loss_sum = torch.zeros((), device=data.inputs.device)
+        for start in range(0, len(data), batch_size):
+            inputs = data.inputs[start : start + batch_size]
+            with context():
+                loss = self.loss(model, inputs, inputs)
+            loss_sum += loss.float() * len(inputs)  # every sequence has seq_len - 1 predicted tokens
+        model.train()
+        val_loss = loss_sum.item() / len(data)  # synchronises: after the timed region
+        return {"val_loss": val_loss, "val_perplexity": math.exp(val_loss)}
 
 
 WORKLOAD = TransformerWorkload

@@ -50,7 +50,12 @@ class DeviceBatches:
         self.order = order.to(data.inputs.device)
         self._next = 0
 
-    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def peek(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch next() would return, without advancing."""
         index = self.order[self._next]
-        self._next += 1
         return self.data.inputs[index], self.data.targets[index]
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = self.peek()
+        self._next += 1
+        return batch

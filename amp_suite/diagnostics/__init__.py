@@ -1,0 +1,1 @@
+"""Checks that explain what reduced precision did to a model."""
