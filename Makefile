@@ -22,6 +22,7 @@ test: install
 
 lint: install
 	$(BIN)/ruff check amp_suite tests scripts
+	$(BIN)/hadolint Dockerfile mlflow/Dockerfile
 
 ui: install
 	$(BIN)/amp-suite ui --out $(OUT)

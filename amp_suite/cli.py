@@ -23,7 +23,12 @@ app = typer.Typer(
 console = Console(width=None if sys.stdout.isatty() else 160)
 errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
-EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+# A wheel carries the matrices inside the package; a source checkout has them beside it.
+PACKAGED_EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
+EXPERIMENTS_DIR = (
+    PACKAGED_EXPERIMENTS if PACKAGED_EXPERIMENTS.is_dir() else PACKAGED_EXPERIMENTS.parent.parent / "experiments"
+)
+IMAGE_PREFIX = "AMP_SUITE_IMAGE_"  # set by the container image: its base, CUDA line, torch index
 
 
 class DeviceChoice(str, Enum):
@@ -56,18 +61,22 @@ def _split(values: Optional[str]) -> Optional[list[str]]:
     return [v.strip() for v in values.split(",") if v.strip()] if values else None
 
 
+MatrixOption = Annotated[
+    Optional[Path], typer.Option(help="Matrix YAML [default: experiments/default.yaml on CUDA, else smoke.yaml]")
+]
+OutOption = Annotated[
+    Path, typer.Option(envvar="AMP_SUITE_OUT", help="Folder for results.jsonl, logs and the embedded MLflow store.")
+]
+TrackingOption = Annotated[
+    Optional[str], typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow server [default: sqlite:///<out>/mlflow.db]")
+]
+
+
 @app.command()
 def run(
-    matrix: Annotated[
-        Optional[Path], typer.Option(help="Matrix YAML [default: experiments/default.yaml on CUDA, else smoke.yaml]")
-    ] = None,
-    out: Annotated[Path, typer.Option(help="Folder for results.jsonl, logs and the embedded MLflow store.")] = Path(
-        "runs"
-    ),
-    tracking_uri: Annotated[
-        Optional[str],
-        typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow server [default: sqlite:///<out>/mlflow.db]"),
-    ] = None,
+    matrix: MatrixOption = None,
+    out: OutOption = Path("runs"),
+    tracking_uri: TrackingOption = None,
     experiment: Annotated[Optional[str], typer.Option(help="MLflow experiment [default: the matrix name]")] = None,
     device: Annotated[DeviceChoice, typer.Option(help="Where cells run.")] = DeviceChoice.auto,
     workloads: Annotated[Optional[str], typer.Option(help="Comma-separated workload names to keep.")] = None,
@@ -92,6 +101,19 @@ def run(
     _run_matrix(selected, cells, path, out, tracking_uri, experiment or selected.name, resume)
 
 
+def deployment_environment() -> dict[str, object]:
+    """What the container image says about itself, for every record's environment block."""
+    image = {
+        key.removeprefix(IMAGE_PREFIX).lower(): value
+        for key, value in os.environ.items()
+        if key.startswith(IMAGE_PREFIX)
+    }
+    extra: dict[str, object] = {"image": image} if image else {}
+    if os.environ.get("AMP_SUITE_GIT_COMMIT"):  # an image has no .git to ask
+        extra["git_commit"] = os.environ["AMP_SUITE_GIT_COMMIT"]
+    return extra
+
+
 def _run_matrix(matrix: Matrix, cells, path: Path, out: Path, tracking_uri, experiment: str, resume: bool) -> None:
     from amp_suite.display import RichDisplay, print_summary
     from amp_suite.runner import MatrixRunner
@@ -102,7 +124,7 @@ def _run_matrix(matrix: Matrix, cells, path: Path, out: Path, tracking_uri, expe
     try:
         with RichDisplay(console) as display:
             tracker = MlflowTracker(uri, display.warn, artifact_root=None if tracking_uri else out / "mlartifacts")
-            runner = MatrixRunner(matrix, cells, out, tracker, display, resume=resume)
+            runner = MatrixRunner(matrix, cells, out, tracker, display, resume, deployment_environment())
             records, summary = runner.run(experiment, path.read_text())
     except TrackingError as exc:
         raise fail(str(exc)) from None
@@ -115,7 +137,9 @@ def _run_matrix(matrix: Matrix, cells, path: Path, out: Path, tracking_uri, expe
 
 @app.command()
 def ui(
-    out: Annotated[Path, typer.Option(help="The --out folder of an earlier run.")] = Path("runs"),
+    out: Annotated[Path, typer.Option(envvar="AMP_SUITE_OUT", help="The --out folder of an earlier run.")] = Path(
+        "runs"
+    ),
     host: Annotated[str, typer.Option(help="Interface to bind; keep 127.0.0.1 unless behind auth.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port for the UI.")] = 5000,
 ) -> None:

@@ -33,7 +33,9 @@ class MatrixRunner:
         tracker: MlflowTracker,
         display: Display,
         resume: bool = False,
+        environment: dict[str, object] | None = None,
     ) -> None:
+        """`environment`: facts the cell can't see itself (the container image); they fill gaps only."""
         self.matrix = matrix
         self.cells = list(cells)
         self.out_dir = out_dir
@@ -41,6 +43,7 @@ class MatrixRunner:
         self.tracker = tracker
         self.display = display
         self.resume = resume
+        self.environment = environment or {}
 
     def plan(self) -> tuple[list[CellSpec], list[CellRecord]]:
         """(cells to run, records reused from an earlier run of the same cells with --resume)."""
@@ -65,7 +68,8 @@ class MatrixRunner:
                 self.display.start_cell(spec)
                 run_id = self.tracker.start_cell(spec)
                 record = run_isolated(context, spec, self._log_path(spec), self.display.cell_progress)
-                record = record.model_copy(update={"mlflow_run_id": run_id})
+                environment = {**self.environment, **{k: v for k, v in record.environment.items() if v is not None}}
+                record = record.model_copy(update={"mlflow_run_id": run_id, "environment": environment})
                 self.results.append(record)  # the record of truth first, then the mirror
                 self.tracker.finish_cell(run_id, record)
                 run_id = None

@@ -17,9 +17,9 @@ from conftest import EXPERIMENTS, tiny_matrix
 pytestmark = pytest.mark.slow
 
 
-def amp_suite(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def amp_suite(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "amp_suite", *args]
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # use the embedded store
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (env or {})  # embedded store
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 

