@@ -136,6 +136,35 @@ def _run_matrix(matrix: Matrix, cells, path: Path, out: Path, tracking_uri, expe
 
 
 @app.command()
+def doctor(
+    json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    device: Annotated[DeviceChoice, typer.Option(help="Which device to describe.")] = DeviceChoice.auto,
+) -> None:
+    """Describe this machine's precision support and recommend a precision mode."""
+    import json
+
+    import torch
+
+    from amp_suite.doctor import diagnose
+
+    try:
+        resolved = resolve_device(device)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    report = diagnose(torch.device(resolved))
+    report["cuda_available"] = torch.cuda.is_available()
+    if json_output:
+        console.print_json(json.dumps(report))
+        return
+    if not report["cuda_available"]:
+        console.print("No CUDA GPU is visible to PyTorch; describing the CPU.", highlight=False)
+    for key, value in report.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
+        console.print(f"{key:>24}: {value}", highlight=False)
+
+
+@app.command()
 def ui(
     out: Annotated[Path, typer.Option(envvar="AMP_SUITE_OUT", help="The --out folder of an earlier run.")] = Path(
         "runs"

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from amp_suite.cli import app
+from amp_suite.doctor import recommend
+from amp_suite.hardware import CPU_BF16_FLAGS, CPU_FP16_FLAGS, _cpuinfo, cpu_caps, cuda_caps
+
+
+@pytest.mark.parametrize(
+    "capability, precision",
+    [((6, 1), "fp32"), ((7, 0), "fp16"), ((7, 5), "fp16"), ((8, 0), "bf16"), ((9, 0), "bf16")],
+)
+def test_recommendation_follows_the_capability_rule(capability, precision):
+    advice = recommend(cuda_caps("faked GPU", capability))
+    assert advice.precision == precision
+    assert f"{capability[0]}.{capability[1]}" in advice.reason
+
+
+@pytest.mark.parametrize(
+    "flags, precision",
+    [({"avx512_bf16"}, "bf16"), ({"avx512_fp16"}, "fp16"), ({"amx_bf16", "amx_fp16"}, "bf16"), ({"avx2"}, "fp32")],
+)
+def test_cpu_recommendation(flags, precision):
+    assert recommend(cpu_caps("faked CPU", frozenset(flags))).precision == precision
+
+
+def test_doctor_json_on_this_cpu_reports_what_the_cpu_has():
+    done = CliRunner().invoke(app, ["doctor", "--json", "--device", "cpu"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    _, flags = _cpuinfo()
+    assert report["device"] == "cpu" and report["compute_capability"] is None
+    assert report["fast_bf16"] == bool(flags & CPU_BF16_FLAGS)
+    assert report["fast_fp16"] == bool(flags & CPU_FP16_FLAGS)
+    assert report["recommended_precision"] == recommend(cpu_caps("", flags)).precision
+    assert report["versions"]["torch"]
