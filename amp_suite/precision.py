@@ -44,6 +44,9 @@ def fp32_math(mode: str) -> Iterator[dict[str, str]]:
             switch.fp32_precision = value
 
 
+SCALE_DROP_WARNING = 2  # loss-scale drops in the second half of a run that raise the warning flag
+
+
 class PrecisionPolicy:
     """fp32: the reference every other mode is compared with."""
 
@@ -77,9 +80,9 @@ class PrecisionPolicy:
     def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         optimizer.step()
 
-    def telemetry(self) -> dict[str, float | int | None]:
+    def telemetry(self) -> dict[str, object]:
         """Scaler state after training (reads device values: call outside the timed region)."""
-        return {"loss_scale": None, "skipped_steps": None}
+        return {}
 
 
 class TF32(PrecisionPolicy):
@@ -123,6 +126,8 @@ class FP16(Autocast):
         self.scaler = scaler  # made in bind(), so checking requirements has no side effects
         self.attempted_steps = 0
         self.applied_steps = 0
+        self._scale_history: list[torch.Tensor] = []
+        self._initial_scale = 0.0
 
     def unsupported_reason(self, caps: DeviceCaps) -> str | None:
         if caps.fast_fp16:
@@ -136,6 +141,7 @@ class FP16(Autocast):
             self.scaler = torch.amp.GradScaler(self.device_type)
         if not self.scaler.is_enabled():  # GradScaler turns itself off without CUDA; never run unscaled
             raise RuntimeError(f"GradScaler is disabled on {self.device_type}; fp16 would run without loss scaling")
+        self._initial_scale = float(self.scaler.get_scale())  # no sync: the scale tensor doesn't exist yet
         # GradScaler skips optimizer.step() when it finds inf/NaN; counting the steps that really
         # ran (a host-side hook, no device sync of its own) tells how many were skipped.
         optimizer.register_step_post_hook(self._count_applied)
@@ -154,11 +160,21 @@ class FP16(Autocast):
         # step() reads the inf/NaN flag on the host: a CPU-GPU sync that is the cost of scaling.
         self.scaler.step(optimizer)
         self.scaler.update()
+        # Keep the scale tensor itself (a device-side copy); get_scale() would sync once more.
+        self._scale_history.append(self.scaler._scale.detach().clone())
 
-    def telemetry(self) -> dict[str, float | int | None]:
+    def telemetry(self) -> dict[str, object]:
+        history = torch.stack(self._scale_history).tolist() if self._scale_history else []  # synchronises
+        drops = [later < earlier for earlier, later in zip([self._initial_scale, *history], history, strict=False)]
         return {
-            "loss_scale": float(self.scaler.get_scale()),  # .item() inside: synchronises
+            "loss_scale": history[-1] if history else self._initial_scale,
             "skipped_steps": self.attempted_steps - self.applied_steps,
+            "loss_scale_curve": history,
+            "loss_scale_drops": sum(drops),
+            # A healthy run drops a few times early while it finds its scale, then settles (and
+            # grows every 2000 clean steps). Drops that keep coming in the second half of the run
+            # mean persistent overflow: something in the model produces inf in fp16.
+            "loss_scale_warning": sum(drops[len(drops) // 2 :]) >= SCALE_DROP_WARNING,
         }
 
 

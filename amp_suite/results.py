@@ -60,6 +60,9 @@ class CellRecord(BaseModel):
     val_samples: int | None = None
     loss_scale: float | None = None
     skipped_steps: int | None = None
+    loss_scale_drops: int | None = None
+    loss_scale_warning: bool | None = Field(None, description="the scale kept dropping: persistent overflow")
+    loss_scale_curve: list[float] = Field(default_factory=list, description="GradScaler's scale after every step")
     matmul_dtype: str | None = Field(None, description="dtype a matmul produced under the policy")
     fp32_math: dict[str, str] | None = None
     batch_order_hash: str | None = None

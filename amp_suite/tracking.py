@@ -31,6 +31,7 @@ METRIC_FIELDS = (
     "grad_underflow_fraction",
     "loss_scale",
     "skipped_steps",
+    "loss_scale_drops",
     "duration_s",
 )
 RUN_STATUS = {"ok": "FINISHED", "skipped": "FINISHED", "failed": "FAILED"}
@@ -127,7 +128,10 @@ class MlflowTracker:
         metrics += [(key, value, 0) for key, value in record.val_metrics.items() if key not in METRIC_FIELDS]
         first_step = record.warmup_steps
         metrics += [("train_loss", loss, first_step + i) for i, loss in enumerate(record.loss_curve)]
+        metrics += [("loss_scale_series", scale, step) for step, scale in enumerate(record.loss_scale_curve)]
         tags = {"status": record.status, "reason": record.reason or "", "cell_id": record.cell_id}
+        if record.loss_scale_warning is not None:
+            tags["loss_scale_warning"] = record.loss_scale_warning
         tags.update({f"env.{key}": value for key, value in record.environment.items()})
         self._batch(run_id, params=_flatten(record.config), tags=tags, metrics=metrics, timestamp=now)
         self.client.log_dict(run_id, record.model_dump(mode="json"), "record.json")

@@ -35,7 +35,7 @@ def test_fp32_is_plain_backward_and_step():
     policy.optimizer_step(optimizer)
     loss.backward.assert_called_once_with()
     optimizer.step.assert_called_once_with()
-    assert policy.telemetry() == {"loss_scale": None, "skipped_steps": None}
+    assert policy.telemetry() == {}  # no scaler, nothing to report
     assert not torch.is_autocast_enabled("cpu")
     with policy.forward_context():
         assert not torch.is_autocast_enabled("cpu")
@@ -60,7 +60,8 @@ def test_fp16_drives_the_scaler_in_the_recipe_order():
     policy.backward(loss)
     policy.unscale_gradients(optimizer)
     policy.optimizer_step(optimizer)
-    assert [c[0] for c in scaler.mock_calls] == ["scale", "scale().backward", "unscale_", "step", "update"]
+    calls = [c[0] for c in scaler.mock_calls if not c[0].startswith("_scale")]  # the telemetry copy
+    assert calls == ["scale", "scale().backward", "unscale_", "step", "update"]
     scaler.scale.assert_called_once_with(loss)
     scaler.unscale_.assert_called_once_with(optimizer)
     scaler.step.assert_called_once_with(optimizer)
@@ -83,6 +84,24 @@ def test_fp16_counts_the_steps_the_scaler_skipped():
     telemetry = policy.telemetry()
     assert telemetry["skipped_steps"] == 1
     assert telemetry["loss_scale"] == 512.0  # halved once, after the overflow
+    assert telemetry["loss_scale_curve"] == [1024.0, 512.0, 512.0]
+    assert telemetry["loss_scale_drops"] == 1 and telemetry["loss_scale_warning"] is False
+
+
+def test_a_scale_that_keeps_dropping_raises_the_warning():
+    model, optimizer = _model_and_optimizer()
+    policy = FP16("cpu", scaler=torch.amp.GradScaler("cpu", init_scale=1024.0))
+    policy.bind(optimizer)
+    for step in range(8):  # clean steps, then overflow on every one: a persistent inf
+        optimizer.zero_grad()
+        with policy.forward_context():
+            loss = model(torch.ones(1, 4)).float().sum() * (float("inf") if step >= 4 else 1.0)
+        policy.backward(loss)
+        policy.unscale_gradients(optimizer)
+        policy.optimizer_step(optimizer)
+    telemetry = policy.telemetry()
+    assert telemetry["loss_scale_drops"] == 4 and telemetry["skipped_steps"] == 4
+    assert telemetry["loss_scale_warning"] is True
 
 
 @pytest.mark.parametrize(
