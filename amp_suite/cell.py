@@ -1,4 +1,4 @@
-"""Run one CellSpec: hardware check, build, warm up, measure, and describe it as a CellRecord."""
+"""Run one CellSpec: hardware check, build, warm up, measure, evaluate, describe it as a CellRecord."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -13,13 +14,16 @@ import torch
 from amp_suite import environment
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
+from amp_suite.diagnostics.dtype_audit import audit_step
+from amp_suite.diagnostics.nonfinite import first_nonfinite_step, first_site, watch_nonfinite
 from amp_suite.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.hardware import probe
 from amp_suite.loop import Trainer
 from amp_suite.measure import PeakMemory, make_step_timer, step_stats
 from amp_suite.precision import PrecisionPolicy, make_policy, observed_matmul_dtype
 from amp_suite.results import CellRecord, utc_now
-from amp_suite.workloads import build_workload
+from amp_suite.workloads import Workload, build_workload
+from amp_suite.workloads.base import LoadedData
 
 # progress(phase, steps done, steps in phase)
 Progress = Callable[[str, int, int], None]
@@ -37,47 +41,67 @@ def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
     try:
         caps = probe(device)
         fields.update(device_name=caps.name, environment=environment.collect(device, caps))
-        policy = make_policy(spec.precision, device.type)
-        unsupported = policy.unsupported_reason(caps)
+        unsupported = make_policy(spec.precision, device.type).unsupported_reason(caps)
         if unsupported and not spec.force:
             return CellRecord.for_spec(spec, "skipped", unsupported, **fields)
-        fields.update(measure(spec, policy, device, progress))
-        reason = f"forced despite: {unsupported}" if unsupported else None
-        return CellRecord.for_spec(spec, "ok", reason, duration_s=time.perf_counter() - clock, **fields)
+        with make_policy(spec.precision, device.type).numerics() as fp32_math, cudnn_autotune(device):
+            fields.update(measure(spec, device, progress), fp32_math=fp32_math)
+        status, reason = "ok", f"forced despite: {unsupported}" if unsupported else None
+        if fields.get("nonfinite_step") is not None:
+            status, reason = "diverged", fields["nonfinite_site"]
+        return CellRecord.for_spec(spec, status, reason, duration_s=time.perf_counter() - clock, **fields)
     except Exception as exc:  # a failing cell is recorded and the matrix goes on
         traceback.print_exc()  # to the cell's log; the record gets one line
         return CellRecord.for_spec(spec, "failed", describe(exc), duration_s=time.perf_counter() - clock, **fields)
 
 
-def measure(spec: CellSpec, policy: PrecisionPolicy, device: torch.device, progress: Progress) -> dict[str, Any]:
-    with policy.numerics() as fp32_math, cudnn_autotune(device):
-        workload = build_workload(spec.workload)
-        data = workload.load_data()
-        torch.manual_seed(spec.seed)  # same initial weights for every precision
-        model = workload.to_device(workload.build_model(data.train), device)
-        data = data.to(device)
-        optimizer = workload.make_optimizer(model)
-        policy.bind(optimizer)
-        matmul_dtype = observed_matmul_dtype(policy, device)
-        if matmul_dtype != policy.compute_dtype:
-            raise RuntimeError(f"{policy.name} expected matmuls in {policy.compute_dtype}, got {matmul_dtype}")
+@dataclass
+class Session:
+    """Everything one training run needs, built the same way every time for a given spec."""
 
-        order = batch_order(len(data.train), spec.batch_size, spec.warmup_steps + spec.steps, spec.seed)
-        batches = DeviceBatches(data.train, order)
-        underflow = grad_underflow_fraction(model, workload.loss, *batches.peek())
-        trainer = Trainer(model, optimizer, policy, workload, spec.max_grad_norm)
-        trainer.run(batches, spec.warmup_steps, on_step=lambda n: progress("warmup", n, spec.warmup_steps))
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)  # warmup work must not spill into the measured region
+    workload: Workload
+    data: LoadedData
+    policy: PrecisionPolicy
+    trainer: Trainer
+    batches: DeviceBatches
 
-        timer = make_step_timer(device, spec.steps)
-        with PeakMemory(device) as memory:
-            losses = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
-            times_ms, span_s = timer.read()  # synchronises once
-        stats = step_stats(times_ms)
-        loss_curve = losses.float().cpu().tolist()  # device -> host copy, after the timed region
-        progress("evaluate", 0, 1)
-        validation = workload.evaluate(model, data.validation, spec.batch_size, policy.forward_context)
+
+def prepare(spec: CellSpec, device: torch.device) -> Session:
+    workload = build_workload(spec.workload)
+    data = workload.load_data()
+    torch.manual_seed(spec.seed)  # same initial weights for every precision
+    model = workload.to_device(workload.build_model(data.train), device)
+    data = data.to(device)
+    optimizer = workload.make_optimizer(model)
+    policy = make_policy(spec.precision, device.type)
+    policy.bind(optimizer)
+    order = batch_order(len(data.train), spec.batch_size, spec.warmup_steps + spec.steps, spec.seed)
+    trainer = Trainer(model, optimizer, policy, workload, spec.max_grad_norm)
+    return Session(workload, data, policy, trainer, DeviceBatches(data.train, order))
+
+
+def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[str, Any]:
+    session = prepare(spec, device)
+    policy, trainer, batches = session.policy, session.trainer, session.batches
+    matmul_dtype = observed_matmul_dtype(policy, device)
+    if matmul_dtype != policy.compute_dtype:
+        raise RuntimeError(f"{policy.name} expected matmuls in {policy.compute_dtype}, got {matmul_dtype}")
+    underflow = grad_underflow_fraction(trainer.model, session.workload.loss, *batches.peek())
+    audit = audit_step(trainer.model, session.workload.loss, policy, *batches.peek())
+
+    warmup = trainer.run(batches, spec.warmup_steps, on_step=lambda n: progress("warmup", n, spec.warmup_steps))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # warmup work must not spill into the measured region
+    timer = make_step_timer(device, spec.steps)
+    with PeakMemory(device) as memory:
+        measured = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
+        times_ms, span_s = timer.read()  # synchronises once
+    stats = step_stats(times_ms)
+    loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
+    progress("evaluate", 0, 1)
+    validation = session.workload.evaluate(
+        trainer.model, session.data.validation, spec.batch_size, policy.forward_context
+    )
     return {
         "throughput": spec.batch_size * spec.steps / span_s,
         "step_time_ms_p50": stats.p50_ms,
@@ -89,21 +113,53 @@ def measure(spec: CellSpec, policy: PrecisionPolicy, device: torch.device, progr
         "peak_memory_kind": memory.kind,
         "final_loss": loss_curve[-1],
         "loss_curve": loss_curve,
-        "val_metric_name": workload.primary_metric,
-        "val_metric": validation[workload.primary_metric],
-        "val_higher_is_better": workload.higher_is_better,
+        "val_metric_name": session.workload.primary_metric,
+        "val_metric": validation[session.workload.primary_metric],
+        "val_higher_is_better": session.workload.higher_is_better,
         "val_metrics": validation,
         "val_loss": validation["val_loss"],
         "grad_underflow_fraction": underflow,
-        "data_source": data.source,
-        "data_fingerprint": data.fingerprint,
-        "train_samples": len(data.train),
-        "val_samples": len(data.validation),
+        "dtype_audit": audit,
+        "data_source": session.data.source,
+        "data_fingerprint": session.data.fingerprint,
+        "train_samples": len(session.data.train),
+        "val_samples": len(session.data.validation),
         "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
-        "fp32_math": fp32_math,
-        "batch_order_hash": order_hash(order),
+        "batch_order_hash": order_hash(batches.order.cpu()),
         **policy.telemetry(),
+        **check_finite(spec, device, policy, warmup, measured, progress),
     }
+
+
+def audit_cell(spec: CellSpec) -> dict[str, Any]:
+    """The dtype audit of one training step of this cell's workload and precision (amp-suite inspect)."""
+    device = torch.device(spec.device)
+    with make_policy(spec.precision, device.type).numerics():
+        session = prepare(spec, device)
+        return audit_step(session.trainer.model, session.workload.loss, session.policy, *session.batches.peek())
+
+
+Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms) from Trainer.run
+
+
+def check_finite(
+    spec: CellSpec, device: torch.device, policy: PrecisionPolicy, warmup: Curves, measured: Curves, progress: Progress
+) -> dict[str, Any]:
+    """Find the first inf/NaN step; if there is one, replay it with hooks to name its source."""
+    losses = torch.cat([warmup[0], measured[0]])
+    # With a GradScaler, inf/NaN gradients are routine (the step is skipped and the scale drops).
+    grad_norms = None if policy.skips_nonfinite_steps else torch.cat([warmup[1], measured[1]])
+    step = first_nonfinite_step(losses, grad_norms)
+    if step is None:
+        return {"nonfinite_step": None}
+    progress("replay", 0, step + 1)
+    replay = prepare(spec, device)
+    replay.trainer.run(replay.batches, step)
+    with watch_nonfinite(replay.trainer.model) as found:
+        replay.trainer.step(*replay.batches.next())
+    site = first_site(found)
+    where = site.describe(step) if site else f"non-finite loss or gradients at step {step}; not reproduced on replay"
+    return {"nonfinite_step": step, "nonfinite_site": where}
 
 
 @contextmanager

@@ -165,6 +165,44 @@ def doctor(
 
 
 @app.command()
+def inspect(
+    workload: Annotated[str, typer.Option(help="Workload name in the matrix (resnet, transformer, mlp).")],
+    precision: Annotated[str, typer.Option(help="Precision mode: fp32, tf32, fp16, bf16 or fp16-noscale.")],
+    matrix: MatrixOption = None,
+    device: Annotated[DeviceChoice, typer.Option(help="Where to run the step.")] = DeviceChoice.auto,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the audit as JSON.")] = False,
+) -> None:
+    """Run one training step and show, per aten op, the dtypes autocast actually used."""
+    import json
+
+    from amp_suite.cell import audit_cell
+    from amp_suite.config import PRECISIONS, CellSpec
+    from amp_suite.display import print_audit
+
+    try:
+        resolved = resolve_device(device)
+        if precision not in PRECISIONS:
+            raise ConfigError(f"--precision: unknown {precision!r}; choose from {list(PRECISIONS)}")
+        loaded = load_matrix(matrix or default_matrix(resolved))
+        names = [w.name for w in loaded.workloads]
+        if workload not in names:
+            raise ConfigError(f"--workload: unknown {workload!r}; this matrix has {names}")
+        chosen = loaded.select([workload], None)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    config = chosen.workloads[0]
+    spec = CellSpec(
+        matrix=chosen.name, workload=config, precision=precision, batch_size=config.batch_sizes[0], seed=chosen.seed,
+        steps=1, warmup_steps=1, max_grad_norm=chosen.max_grad_norm, device=resolved, force=True,
+    )  # fmt: skip
+    audit = {"workload": config.name, "device": resolved, **audit_cell(spec)}
+    if json_output:
+        console.print_json(json.dumps(audit))
+    else:
+        print_audit(console, audit)
+
+
+@app.command()
 def ui(
     out: Annotated[Path, typer.Option(envvar="AMP_SUITE_OUT", help="The --out folder of an earlier run.")] = Path(
         "runs"

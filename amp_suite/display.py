@@ -12,7 +12,7 @@ from amp_suite.config import CellSpec
 from amp_suite.results import CellRecord
 from amp_suite.summary import SummaryRow
 
-STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red"}
+STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "diverged": "magenta"}
 
 
 class RichDisplay:
@@ -115,3 +115,25 @@ def _parity(row: SummaryRow) -> str:
 
 def _number(value: float | None, template: str) -> str:
     return "-" if value is None else template.format(value)
+
+
+RAN_IN_STYLE = {"lower": "green", "promoted": "cyan", "float32": "white", "other": "dim"}
+
+
+def print_audit(console: Console, audit: dict) -> None:
+    """Per-op dtypes of one training step; ops with no floating-point output are left out."""
+    title = f"{audit['workload']} / {audit['precision']} on {audit['device']}: one training step"
+    table = Table(title=title, title_justify="left")
+    for column in ("phase", "op", "calls", "inputs", "outputs", "ran in"):
+        table.add_column(column, justify="right" if column == "calls" else "left")
+    for op in audit["ops"]:
+        if op["ran_in"] == "other":
+            continue
+        style = RAN_IN_STYLE.get(op["ran_in"].split("+")[0], "white")
+        table.add_row(
+            op["phase"], op["op"], str(op["calls"]), ", ".join(op["input_dtypes"]), ", ".join(op["output_dtypes"]),
+            f"[{style}]{op['ran_in']}[/]",
+        )  # fmt: skip
+    console.print(table)
+    for check, ok in audit["checks"].items():
+        console.print(f"  {'[green]ok[/]' if ok else '[red]FAILED[/]'}  {check.replace('_', ' ')}")

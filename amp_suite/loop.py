@@ -27,15 +27,16 @@ class Trainer:
     workload: Workload
     max_grad_norm: float
 
-    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One training step; returns (loss, gradient norm) as device tensors."""
         self.optimizer.zero_grad(set_to_none=True)
         with self.policy.forward_context():
             loss = self.workload.loss(self.model, inputs, targets)
         self.policy.backward(loss)
         self.policy.unscale_gradients(self.optimizer)  # clip true gradients, not scaled ones
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         self.policy.optimizer_step(self.optimizer)
-        return loss.detach()
+        return loss.detach(), grad_norm.detach()
 
     def run(
         self,
@@ -43,14 +44,20 @@ class Trainer:
         steps: int,
         timer: AbstractContextManager[object] | None = None,
         on_step: Callable[[int], None] | None = None,
-    ) -> torch.Tensor:
-        """Train `steps` steps; the losses stay on the device (no per-step sync) until read."""
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Train `steps` steps. Losses and gradient norms stay on the device (no per-step sync)
+        until the caller reads them."""
         timer = timer if timer is not None else nullcontext()
-        losses = []
+        losses, grad_norms = [], []
         for index in range(steps):
             inputs, targets = batches.next()
             with timer:
-                losses.append(self.step(inputs, targets))
+                loss, grad_norm = self.step(inputs, targets)
+            losses.append(loss)
+            grad_norms.append(grad_norm)
             if on_step is not None:
                 on_step(index + 1)
-        return torch.stack(losses)
+        if not losses:
+            empty = torch.empty(0, device=batches.order.device)
+            return empty, empty
+        return torch.stack(losses), torch.stack(grad_norms)

@@ -53,6 +53,7 @@ class PrecisionPolicy:
     name = "fp32"
     compute_dtype = torch.float32
     fp32_math_mode = "ieee"
+    skips_nonfinite_steps = False  # True where inf/NaN gradients are routine (a GradScaler skips them)
 
     def __init__(self, device_type: str) -> None:
         self.device_type = device_type
@@ -120,6 +121,7 @@ class FP16(Autocast):
 
     name = "fp16"
     compute_dtype = torch.float16
+    skips_nonfinite_steps = True
 
     def __init__(self, device_type: str, scaler: torch.amp.GradScaler | None = None) -> None:
         super().__init__(device_type)

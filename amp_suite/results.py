@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from amp_suite.config import CellSpec
 
-Status = Literal["ok", "skipped", "failed"]
+# diverged: the cell ran, but a step produced inf/NaN outside GradScaler's skip-and-retry.
+Status = Literal["ok", "skipped", "failed", "diverged"]
 
 
 class CellRecord(BaseModel):
@@ -54,6 +55,7 @@ class CellRecord(BaseModel):
     grad_underflow_fraction: float | None = Field(
         None, description="share of fp32 gradients below fp16's smallest subnormal, before training"
     )
+    dtype_audit: dict[str, Any] | None = Field(None, description="per-op dtypes of one step (diagnostics.dtype_audit)")
     data_source: str | None = None
     data_fingerprint: str | None = None
     train_samples: int | None = None
@@ -63,6 +65,8 @@ class CellRecord(BaseModel):
     loss_scale_drops: int | None = None
     loss_scale_warning: bool | None = Field(None, description="the scale kept dropping: persistent overflow")
     loss_scale_curve: list[float] = Field(default_factory=list, description="GradScaler's scale after every step")
+    nonfinite_step: int | None = Field(None, description="first step (warmup included) with inf/NaN")
+    nonfinite_site: str | None = Field(None, description="the module that produced it, found by replay")
     matmul_dtype: str | None = Field(None, description="dtype a matmul produced under the policy")
     fp32_math: dict[str, str] | None = None
     batch_order_hash: str | None = None

@@ -98,7 +98,8 @@ def summarize(records: Iterable[CellRecord], rule: ParityConfig | None = None) -
 
 def _parity(group: list[CellRecord], baseline: list[CellRecord] | None, rule: ParityConfig) -> Parity | None:
     """Compare on the seeds both sides finished, so a failed seed can't bias either mean."""
-    amp = {r.seed: r.val_metric for r in group if r.status == "ok" and r.val_metric is not None}
+    # A diverged AMP run counts, with whatever (likely NaN) metric it reached: that is a parity failure.
+    amp = {r.seed: r.val_metric for r in group if r.status in ("ok", "diverged") and r.val_metric is not None}
     fp32 = {r.seed: r.val_metric for r in baseline or () if r.status == "ok" and r.val_metric is not None}
     seeds = sorted(amp.keys() & fp32.keys())
     higher_is_better = next((r.val_higher_is_better for r in group if r.val_higher_is_better is not None), True)
@@ -117,7 +118,7 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 def _status(group: list[CellRecord]) -> str:
     statuses = {r.status for r in group}
-    for status in ("failed", "skipped"):
+    for status in ("failed", "diverged", "skipped"):
         if status in statuses:
             return status
     return "ok"

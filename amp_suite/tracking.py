@@ -34,7 +34,7 @@ METRIC_FIELDS = (
     "loss_scale_drops",
     "duration_s",
 )
-RUN_STATUS = {"ok": "FINISHED", "skipped": "FINISHED", "failed": "FAILED"}
+RUN_STATUS = {"ok": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "diverged": "FAILED"}
 BATCH = 1000  # MLflow accepts at most 1000 metrics in one log_batch call
 
 
@@ -132,9 +132,13 @@ class MlflowTracker:
         tags = {"status": record.status, "reason": record.reason or "", "cell_id": record.cell_id}
         if record.loss_scale_warning is not None:
             tags["loss_scale_warning"] = record.loss_scale_warning
+        if record.dtype_audit:
+            tags.update({f"audit.{check}": ok for check, ok in record.dtype_audit["checks"].items()})
         tags.update({f"env.{key}": value for key, value in record.environment.items()})
         self._batch(run_id, params=_flatten(record.config), tags=tags, metrics=metrics, timestamp=now)
-        self.client.log_dict(run_id, record.model_dump(mode="json"), "record.json")
+        self.client.log_dict(run_id, record.model_dump(mode="json", exclude={"dtype_audit"}), "record.json")
+        if record.dtype_audit:
+            self.client.log_dict(run_id, record.dtype_audit, "dtype_audit.json")
         if record.log_path and Path(record.log_path).is_file():
             self.client.log_artifact(run_id, record.log_path, "logs")
         self.client.set_terminated(run_id, RUN_STATUS[record.status])

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import pytest
+import torch
 from conftest import tiny_matrix
 
 from amp_suite import cell as cell_module
@@ -60,3 +63,49 @@ def test_a_crashing_cell_is_recorded_failed(bf16_cpu, monkeypatch):
     monkeypatch.setattr(cell_module, "build_workload", explode)
     record = run_cell(CELLS["fp32"])
     assert record.status == "failed" and record.reason == "RuntimeError: model construction blew up"
+
+
+class GoesNaN(torch.nn.Module):
+    """Passes its input through for `after` calls, then turns it into NaN."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after, self.calls = after, 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * float("nan") if self.calls > self.after else x
+
+
+def _poisoned(monkeypatch, after: int) -> None:
+    real_build = cell_module.build_workload
+
+    def build(config):
+        workload = real_build(config)
+        build_model = workload.build_model
+        workload.build_model = lambda train: torch.nn.Sequential(
+            OrderedDict(body=build_model(train), poison=GoesNaN(after), head=torch.nn.Linear(10, 10))
+        )
+        return workload
+
+    monkeypatch.setattr(cell_module, "build_workload", build)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_module_that_produces_nan_makes_the_cell_diverged_and_is_named(bf16_cpu, monkeypatch, precision):
+    _poisoned(monkeypatch, after=3)  # training steps 0-2 are clean; step 3 is the first NaN
+    record = run_cell(CELLS[precision])
+    assert record.status == "diverged"
+    assert record.nonfinite_step == 3
+    assert record.reason == "first non-finite forward output in module 'poison' (GoesNaN) at step 3"
+
+
+def test_fp16_with_a_scaler_also_names_a_nan_born_in_the_forward_pass(bf16_cpu, monkeypatch):
+    _poisoned(monkeypatch, after=4)
+    record = run_cell(CELLS["fp16"].model_copy(update={"force": True}))
+    assert record.status == "diverged" and "'poison' (GoesNaN) at step 4" in record.reason
+
+
+def test_a_clean_cell_has_no_nonfinite_step(bf16_cpu):
+    record = run_cell(CELLS["bf16"])
+    assert record.status == "ok" and record.nonfinite_step is None and record.nonfinite_site is None
