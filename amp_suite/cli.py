@@ -57,12 +57,29 @@ def default_matrix(device: str) -> Path:
     return EXPERIMENTS_DIR / ("default.yaml" if device == "cuda" else "smoke.yaml")
 
 
+def resolve_matrix(given: Path | None, device: str) -> Path:
+    """A path, or the name of a shipped matrix ("smoke", "failure-modes.yaml"): in a container
+    the shipped ones live inside the package, not under the working directory."""
+    if given is None:
+        return default_matrix(device)
+    if given.exists():
+        return given
+    for candidate in (EXPERIMENTS_DIR / given.name, EXPERIMENTS_DIR / f"{given.name}.yaml"):
+        if candidate.is_file():
+            return candidate
+    return given  # load_matrix says it does not exist
+
+
 def _split(values: Optional[str]) -> Optional[list[str]]:
     return [v.strip() for v in values.split(",") if v.strip()] if values else None
 
 
 MatrixOption = Annotated[
-    Optional[Path], typer.Option(help="Matrix YAML [default: experiments/default.yaml on CUDA, else smoke.yaml]")
+    Optional[Path],
+    typer.Option(
+        help="Matrix YAML, or a shipped matrix's name (smoke, default, failure-modes, gpu-check)"
+        " [default: default on CUDA, else smoke]"
+    ),
 ]
 OutOption = Annotated[
     Path, typer.Option(envvar="AMP_SUITE_OUT", help="Folder for results.jsonl, logs and the embedded MLflow store.")
@@ -87,7 +104,7 @@ def run(
     """Run a precision matrix and record every cell in results.jsonl and MLflow."""
     try:
         resolved_device = resolve_device(device)
-        path = matrix or default_matrix(resolved_device)
+        path = resolve_matrix(matrix, resolved_device)
         if matrix is None:
             console.print(f"No --matrix given: running {path} for device {resolved_device}.", highlight=False)
         selected = load_matrix(path).select(_split(workloads), _split(precisions))
@@ -183,7 +200,7 @@ def inspect(
         resolved = resolve_device(device)
         if precision not in PRECISIONS:
             raise ConfigError(f"--precision: unknown {precision!r}; choose from {list(PRECISIONS)}")
-        loaded = load_matrix(matrix or default_matrix(resolved))
+        loaded = load_matrix(resolve_matrix(matrix, resolved))
         names = [w.name for w in loaded.workloads]
         if workload not in names:
             raise ConfigError(f"--workload: unknown {workload!r}; this matrix has {names}")

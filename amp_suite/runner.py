@@ -68,8 +68,7 @@ class MatrixRunner:
                 self.display.start_cell(spec)
                 run_id = self.tracker.start_cell(spec)
                 record = run_isolated(context, spec, self._log_path(spec), self.display.cell_progress)
-                environment = {**self.environment, **{k: v for k, v in record.environment.items() if v is not None}}
-                record = record.model_copy(update={"mlflow_run_id": run_id, "environment": environment})
+                record = self._complete(record, run_id)
                 self.results.append(record)  # the record of truth first, then the mirror
                 self.tracker.finish_cell(run_id, record)
                 run_id = None
@@ -81,6 +80,11 @@ class MatrixRunner:
         summary = summarize(records, self.matrix.parity)
         self.tracker.finish([row.as_dict() for row in summary])
         return records, summary
+
+    def _complete(self, record: CellRecord, run_id: str | None) -> CellRecord:
+        """Add what the cell could not know: its MLflow run, and deployment facts (filling gaps only)."""
+        known = {key: value for key, value in record.environment.items() if value is not None}
+        return record.model_copy(update={"mlflow_run_id": run_id, "environment": {**self.environment, **known}})
 
     def _log_path(self, spec: CellSpec) -> Path:
         return self.out_dir / "logs" / (spec.cell_id.replace("/", "_") + ".log")

@@ -7,7 +7,7 @@ machine hits both sides of a pair alike; the overhead is the median of the per-p
 ratios (a paired comparison, far steadier on a noisy 2-core VM than a ratio of medians).
 Exits 1 when the suite is slower than the bare loop by more than --max-overhead.
 
-    python scripts/bench_overhead.py --repeats 15
+    python scripts/bench_overhead.py            # about 2 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def bare_throughput(spec: CellSpec) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--steps", type=int, default=1000)  # long runs average out VM noise
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--max-overhead", type=float, default=0.05, help="allowed slowdown, as a fraction")
     args = parser.parse_args()
