@@ -35,11 +35,12 @@ def parity(amp: Sequence[float], fp32: Sequence[float], higher_is_better: bool, 
     delta = statistics.fmean(amp) - statistics.fmean(fp32)
     degradation = -delta if higher_is_better else delta
     tolerance = rule.tolerance * abs(statistics.fmean(fp32))
+    if not math.isfinite(degradation):  # a NaN or inf metric fails, even with one seed
+        return Parity(delta, tolerance, "fail")
     if len(fp32) < 2:
         return Parity(delta, tolerance, "indicative")
     tolerance = max(tolerance, rule.k * statistics.stdev(fp32))
-    passed = math.isfinite(degradation) and degradation <= tolerance  # a NaN metric never passes
-    return Parity(delta, tolerance, "pass" if passed else "fail")
+    return Parity(delta, tolerance, "pass" if degradation <= tolerance else "fail")
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,8 @@ def summarize(records: Iterable[CellRecord], rule: ParityConfig | None = None) -
 
 def _parity(group: list[CellRecord], baseline: list[CellRecord] | None, rule: ParityConfig) -> Parity | None:
     """Compare on the seeds both sides finished, so a failed seed can't bias either mean."""
-    # A diverged AMP run counts, with whatever (likely NaN) metric it reached: that is a parity failure.
-    amp = {r.seed: r.val_metric for r in group if r.status in ("ok", "diverged") and r.val_metric is not None}
+    amp = {r.seed: r.val_metric for r in group if r.status == "ok" and r.val_metric is not None}
+    amp |= {r.seed: math.nan for r in group if r.status == "diverged"}  # a diverged run fails parity
     fp32 = {r.seed: r.val_metric for r in baseline or () if r.status == "ok" and r.val_metric is not None}
     seeds = sorted(amp.keys() & fp32.keys())
     higher_is_better = next((r.val_higher_is_better for r in group if r.val_higher_is_better is not None), True)

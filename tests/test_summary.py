@@ -70,6 +70,16 @@ def test_parity_counts_only_degradation_and_respects_direction():
 
 def test_parity_fails_a_nan_metric():
     assert parity([float("nan"), 0.9], [0.9, 0.91], True, RULE).verdict == "fail"
+    assert parity([float("nan")], [0.9], True, RULE).verdict == "fail"  # not merely indicative
+
+
+def test_a_diverged_amp_run_fails_parity_whatever_metric_it_reached():
+    records = [
+        _record("fp32", 0, throughput=1.0, memory=1.0).model_copy(update={"val_metric": 0.90}),
+        _record("bf16", 0, status="diverged", reason="nan").model_copy(update={"val_metric": 0.90}),
+    ]
+    row = next(r for r in summarize(records, RULE) if r.precision == "bf16")
+    assert row.status == "diverged" and row.parity.verdict == "fail"
 
 
 def test_summary_pairs_parity_by_seed():
