@@ -41,10 +41,11 @@ def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
     try:
         caps = probe(device)
         fields.update(device_name=caps.name, environment=environment.collect(device, caps))
-        unsupported = make_policy(spec.precision, device.type).unsupported_reason(caps)
+        policy = make_policy(spec.precision, device.type)  # for the check and the global numerics
+        unsupported = policy.unsupported_reason(caps)
         if unsupported and not spec.force:
             return CellRecord.for_spec(spec, "skipped", unsupported, **fields)
-        with make_policy(spec.precision, device.type).numerics() as fp32_math, cudnn_autotune(device):
+        with policy.numerics() as fp32_math, cudnn_autotune(device):
             fields.update(measure(spec, device, progress), fp32_math=fp32_math)
         status, reason = "ok", f"forced despite: {unsupported}" if unsupported else None
         if fields.get("nonfinite_step") is not None:

@@ -97,7 +97,7 @@ class TransformerConfig(_WorkloadBase):
     vocab_size: int = Field(8192, ge=2)
 
     @model_validator(mode="after")
-    def _heads_divide_width(self):
+    def _consistent(self):
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         if self.data.source in ("hub", "text") and self.vocab_size < 256:

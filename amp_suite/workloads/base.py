@@ -8,12 +8,17 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
+import datasets
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from amp_suite.data import TensorData
+from amp_suite.data.convert import check_classes
+from amp_suite.data.sources import GeneratedSet, load_splits
 
 
 @dataclass(frozen=True)
@@ -34,9 +39,32 @@ class Workload(ABC):
     def __init__(self, config) -> None:
         self.config = config
 
-    @abstractmethod
     def load_data(self) -> LoadedData:
         """Training and validation tensors on the CPU, the same for every precision and seed."""
+        c = self.config
+        params = {"samples": c.samples + c.data.val_samples, **self.generator_params()}
+        splits = load_splits(c.data, GeneratedSet(self.generator, params, c.data.val_samples))
+        train = self.tensors(splits.train, c.samples)
+        self.check(train, splits.description)
+        validation = self.tensors(splits.validation, c.data.val_samples)
+        return LoadedData(train, validation, splits.description, splits.fingerprint)
+
+    @staticmethod
+    @abstractmethod
+    def generator(**params: Any) -> dict[str, np.ndarray]:
+        """The workload's own generated data set (data.source synthetic)."""
+
+    @abstractmethod
+    def generator_params(self) -> dict[str, Any]:
+        """Arguments for `generator` besides the sample count."""
+
+    @abstractmethod
+    def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
+        """At most `limit` samples of a split, as the tensors the model trains on."""
+
+    @abstractmethod
+    def check(self, train: TensorData, description: str) -> None:
+        """Raise if the data does not fit the configuration (classes, vocabulary)."""
 
     @abstractmethod
     def build_model(self, train: TensorData) -> nn.Module:
@@ -64,6 +92,9 @@ class Classifier(Workload):
 
     @abstractmethod
     def logits(self, model: nn.Module, inputs: torch.Tensor) -> torch.Tensor: ...
+
+    def check(self, train: TensorData, description: str) -> None:
+        check_classes(train, self.config.num_classes, description)
 
     def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(self.logits(model, inputs), targets)

@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import datasets
 import torch
 from torch import nn
 
 from amp_suite.data import TensorData
-from amp_suite.data.convert import check_classes, vector_tensors
+from amp_suite.data.convert import vector_tensors
 from amp_suite.data.generated import teacher_vectors
-from amp_suite.data.sources import GeneratedSet, load_splits
-from amp_suite.workloads.base import Classifier, LoadedData
+from amp_suite.workloads.base import Classifier
 
 
 class MLPWorkload(Classifier):
-    def load_data(self) -> LoadedData:
-        c = self.config
-        generated = GeneratedSet(
-            teacher_vectors,
-            {"samples": c.samples + c.data.val_samples, "in_features": c.in_features, "num_classes": c.num_classes},
-            c.data.val_samples,
-        )
-        splits = load_splits(c.data, generated)
-        train = vector_tensors(splits.train, c.samples)
-        validation = vector_tensors(splits.validation, c.data.val_samples)
-        check_classes(train, c.num_classes, splits.description)
-        return LoadedData(train, validation, splits.description, splits.fingerprint)
+    generator = staticmethod(teacher_vectors)
+
+    def generator_params(self) -> dict[str, Any]:
+        return {"in_features": self.config.in_features, "num_classes": self.config.num_classes}
+
+    def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
+        return vector_tensors(split, limit)
 
     def build_model(self, train: TensorData) -> nn.Module:
         c = self.config

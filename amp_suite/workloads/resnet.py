@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import datasets
 import torch
 from torch import nn
 
 from amp_suite.data import TensorData
-from amp_suite.data.convert import check_classes, image_tensors
+from amp_suite.data.convert import image_tensors
 from amp_suite.data.generated import class_patterns
-from amp_suite.data.sources import GeneratedSet, load_splits
-from amp_suite.workloads.base import Classifier, LoadedData, require
+from amp_suite.workloads.base import Classifier, require
 
 tv_models = require("torchvision.models", "resnet")
 
@@ -17,14 +19,13 @@ GENERATED_RESOLUTION = 16  # generated images are stored small and resized like 
 
 
 class ResNetWorkload(Classifier):
-    def load_data(self) -> LoadedData:
-        c = self.config
-        params = {"samples": c.samples + c.data.val_samples, "num_classes": c.num_classes, "size": GENERATED_RESOLUTION}
-        splits = load_splits(c.data, GeneratedSet(class_patterns, params, c.data.val_samples))
-        train = image_tensors(splits.train, c.image_size, c.samples)
-        validation = image_tensors(splits.validation, c.image_size, c.data.val_samples)
-        check_classes(train, c.num_classes, splits.description)
-        return LoadedData(train, validation, splits.description, splits.fingerprint)
+    generator = staticmethod(class_patterns)
+
+    def generator_params(self) -> dict[str, Any]:
+        return {"num_classes": self.config.num_classes, "size": GENERATED_RESOLUTION}
+
+    def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
+        return image_tensors(split, self.config.image_size, limit)
 
     def build_model(self, train: TensorData) -> nn.Module:
         return tv_models.get_model(self.config.arch, weights=None, num_classes=self.config.num_classes)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import datasets
 import torch
 from torch import nn
 
 from amp_suite.data import TensorData
 from amp_suite.data.convert import check_vocabulary, token_tensors
 from amp_suite.data.generated import markov_corpus
-from amp_suite.data.sources import GeneratedSet, load_splits
-from amp_suite.workloads.base import LoadedData, Workload, require
+from amp_suite.workloads.base import Workload, require
 
 transformers = require("transformers", "transformer")
 
@@ -20,14 +21,16 @@ class TransformerWorkload(Workload):
     primary_metric = "val_perplexity"
     higher_is_better = False
 
-    def load_data(self) -> LoadedData:
-        c = self.config
-        params = {"samples": c.samples + c.data.val_samples, "seq_len": c.seq_len, "vocab_size": c.vocab_size}
-        splits = load_splits(c.data, GeneratedSet(markov_corpus, params, c.data.val_samples))
-        train = token_tensors(splits.train, c.seq_len, c.samples)
-        validation = token_tensors(splits.validation, c.seq_len, c.data.val_samples)
-        check_vocabulary(train, c.vocab_size)
-        return LoadedData(train, validation, splits.description, splits.fingerprint)
+    generator = staticmethod(markov_corpus)
+
+    def generator_params(self) -> dict[str, Any]:
+        return {"seq_len": self.config.seq_len, "vocab_size": self.config.vocab_size}
+
+    def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
+        return token_tensors(split, self.config.seq_len, limit)
+
+    def check(self, train: TensorData, description: str) -> None:
+        check_vocabulary(train, self.config.vocab_size)
 
     def build_model(self, train: TensorData) -> nn.Module:
         c = self.config
