@@ -27,11 +27,13 @@ ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
+# tini runs as PID 1: it forwards `docker stop`'s SIGTERM to the suite (which then closes its
+# MLflow runs and exits 143) and reaps what the suite's worker processes leave behind.
 # DL3008 (pin apt versions) is ignored: the CUDA base image fixes the Ubuntu release, whose archive
 # serves one python3; pinning its exact patch version would only break the build on every update.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv \
+    && apt-get install -y --no-install-recommends python3 python3-venv tini \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/amp-suite
@@ -56,13 +58,16 @@ RUN (userdel --remove ubuntu 2>/dev/null || true) \
 USER ${UID}
 WORKDIR /runs
 
-# The image's identity, copied into every record's environment block.
+# The image's identity, copied into every record's environment block. The image exists to measure
+# a GPU: without one visible (no --gpus all, a driver too old for its CUDA) `run` stops with an
+# error instead of quietly measuring the CPU (--device cpu overrides).
 ENV AMP_SUITE_OUT=/runs \
+    AMP_SUITE_DEVICE=cuda \
     AMP_SUITE_IMAGE_BASE="nvidia/cuda:${CUDA_VERSION}-cudnn-runtime-ubuntu${UBUNTU_VERSION}" \
     AMP_SUITE_IMAGE_CUDA="${CUDA_VERSION}" \
     AMP_SUITE_IMAGE_TORCH_INDEX="${TORCH_CUDA}" \
     AMP_SUITE_GIT_COMMIT="${GIT_COMMIT}"
 VOLUME ["/runs"]
 
-ENTRYPOINT ["amp-suite"]
+ENTRYPOINT ["/usr/bin/tini", "--", "amp-suite"]
 CMD ["run"]

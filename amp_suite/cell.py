@@ -157,10 +157,21 @@ def check_finite(
     replay = prepare(spec, device)
     replay.trainer.run(replay.batches, step)
     with watch_nonfinite(replay.trainer.model) as found:
-        replay.trainer.step(*replay.batches.next())
+        loss, grad_norm = replay.trainer.step(*replay.batches.next())
     site = first_site(found)
-    where = site.describe(step) if site else f"non-finite loss or gradients at step {step}; not reproduced on replay"
-    return {"nonfinite_step": step, "nonfinite_site": where}
+    return {"nonfinite_step": step, "nonfinite_site": site.describe(step) if site else _no_site(step, loss, grad_norm)}
+
+
+def _no_site(step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> str:
+    """No module output or gradient went non-finite in the replay: say what did."""
+    if not torch.isfinite(loss):  # synchronises; only in the replay of a failed step
+        return f"the loss went non-finite at step {step} outside every module (in the loss function)"
+    if not torch.isfinite(grad_norm):
+        return (
+            f"the gradient norm overflowed at step {step}: every gradient is finite, but the sum of their"
+            " squares is past float32's range (the weights have blown up)"
+        )
+    return f"non-finite loss or gradients at step {step}; the replay of that step stayed finite"
 
 
 @contextmanager

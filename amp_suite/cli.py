@@ -1,7 +1,12 @@
-"""Command line: the only module that reads argv and the environment. Bad input exits 2."""
+"""Command line: the only module that reads argv and the environment.
+
+Exit codes (amp_suite.outcome.ExitCode): 0 as expected, 2 bad input (nothing ran), 3 a cell
+failed, 4 an unexpected verdict, 5 a record could not be written, 128+N stopped by signal N.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from enum import Enum
@@ -12,7 +17,9 @@ import typer
 from rich.console import Console
 
 from amp_suite.config import ConfigError, Matrix, load_matrix
-from amp_suite.tracking import TrackingError, embedded_store_uri
+from amp_suite.config.loading import read_matrix_text
+from amp_suite.outcome import ExitCode
+from amp_suite.tracking.uri import check_tracking_uri, embedded_store_uri, mask_credentials
 
 app = typer.Typer(
     add_completion=False,
@@ -29,6 +36,16 @@ EXPERIMENTS_DIR = (
     PACKAGED_EXPERIMENTS if PACKAGED_EXPERIMENTS.is_dir() else PACKAGED_EXPERIMENTS.parent.parent / "experiments"
 )
 IMAGE_PREFIX = "AMP_SUITE_IMAGE_"  # set by the container image: its base, CUDA line, torch index
+# MLflow's HTTP defaults retry for ~4 minutes per call; a run would sit through that on every
+# call to a dead server. Users can still set their own values.
+MLFLOW_HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    # MLflow prints a "View run" link per run on stdout, through our progress display.
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+}
+MAX_EXPERIMENT_NAME = 256
 
 
 class DeviceChoice(str, Enum):
@@ -37,19 +54,33 @@ class DeviceChoice(str, Enum):
     cpu = "cpu"
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
-    errors.print(f"amp-suite: error: {message}", highlight=False, markup=False, soft_wrap=True)
-    return typer.Exit(code)
+def fail(message: str, code: int = ExitCode.BAD_INPUT) -> typer.Exit:
+    line = mask_credentials(" ".join(message.split()))
+    errors.print(f"amp-suite: error: {line}", highlight=False, markup=False, soft_wrap=True)
+    return typer.Exit(int(code))
+
+
+def say(message: str) -> None:
+    console.print(mask_credentials(message), highlight=False, markup=False)
 
 
 def resolve_device(choice: DeviceChoice) -> str:
+    import warnings
+
     import torch  # checking for CUDA does not create a context in this process
 
-    available = torch.cuda.is_available()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = torch.cuda.is_available()
     if choice is DeviceChoice.auto:
         return "cuda" if available else "cpu"
     if choice is DeviceChoice.cuda and not available:
-        raise ConfigError("--device cuda: no CUDA device is visible to PyTorch (try --device cpu)")
+        why = f" ({str(caught[0].message).strip().splitlines()[0][:200]})" if caught else ""
+        where = " (AMP_SUITE_DEVICE in this image)" if os.environ.get("AMP_SUITE_DEVICE") else ""
+        raise ConfigError(
+            f"--device cuda{where}: no CUDA GPU is visible to PyTorch{why}; give the container the GPUs"
+            " (docker run --gpus all) on a host whose driver supports this image's CUDA, or pass --device cpu"
+        )
     return choice.value
 
 
@@ -57,11 +88,9 @@ def default_matrix(device: str) -> Path:
     return EXPERIMENTS_DIR / ("default.yaml" if device == "cuda" else "smoke.yaml")
 
 
-def resolve_matrix(given: Path | None, device: str) -> Path:
+def resolve_matrix(given: Path) -> Path:
     """A path, or the name of a shipped matrix ("smoke", "failure-modes.yaml"): in a container
     the shipped ones live inside the package, not under the working directory."""
-    if given is None:
-        return default_matrix(device)
     if given.exists():
         return given
     for candidate in (EXPERIMENTS_DIR / given.name, EXPERIMENTS_DIR / f"{given.name}.yaml"):
@@ -70,8 +99,13 @@ def resolve_matrix(given: Path | None, device: str) -> Path:
     return given  # load_matrix says it does not exist
 
 
-def _split(values: Optional[str]) -> Optional[list[str]]:
-    return [v.strip() for v in values.split(",") if v.strip()] if values else None
+def _split(option: str, values: Optional[str]) -> Optional[list[str]]:
+    if values is None:
+        return None
+    names = [v.strip() for v in values.split(",") if v.strip()]
+    if not names:
+        raise ConfigError(f"{option}: empty")
+    return names
 
 
 MatrixOption = Annotated[
@@ -95,7 +129,9 @@ def run(
     out: OutOption = Path("runs"),
     tracking_uri: TrackingOption = None,
     experiment: Annotated[Optional[str], typer.Option(help="MLflow experiment [default: the matrix name]")] = None,
-    device: Annotated[DeviceChoice, typer.Option(help="Where cells run.")] = DeviceChoice.auto,
+    device: Annotated[
+        DeviceChoice, typer.Option(envvar="AMP_SUITE_DEVICE", help="Where cells run; auto falls back to the CPU.")
+    ] = DeviceChoice.auto,
     workloads: Annotated[Optional[str], typer.Option(help="Comma-separated workload names to keep.")] = None,
     precisions: Annotated[Optional[str], typer.Option(help="Comma-separated precision modes to keep.")] = None,
     force: Annotated[bool, typer.Option(help="Run modes this hardware is slow at instead of skipping them.")] = False,
@@ -103,19 +139,39 @@ def run(
 ) -> None:
     """Run a precision matrix and record every cell in results.jsonl and MLflow."""
     try:
+        # Everything that needs no torch is checked first: bad input fails in a second.
+        if tracking_uri is not None:
+            check_tracking_uri(tracking_uri)
+        _check_out(out)
+        if experiment is not None and not 0 < len(experiment) <= MAX_EXPERIMENT_NAME:
+            raise ConfigError(f"--experiment: give 1 to {MAX_EXPERIMENT_NAME} characters")
+        selection = (_split("--workloads", workloads), _split("--precisions", precisions))
+        path = resolve_matrix(matrix) if matrix is not None else None
+        selected = load_matrix(path).select(*selection) if path is not None else None
         resolved_device = resolve_device(device)
-        path = resolve_matrix(matrix, resolved_device)
-        if matrix is None:
-            console.print(f"No --matrix given: running {path} for device {resolved_device}.", highlight=False)
-        selected = load_matrix(path).select(_split(workloads), _split(precisions))
+        if resolved_device == "cpu" and device is DeviceChoice.auto:
+            say("No CUDA GPU is visible to PyTorch: running on the CPU.")
+        if path is None or selected is None:
+            path = default_matrix(resolved_device)
+            say(f"No --matrix given: running {path} for device {resolved_device}.")
+            selected = load_matrix(path).select(*selection)
         cells = selected.cells(resolved_device, force=force)
+        text = read_matrix_text(path)
     except ConfigError as exc:
         raise fail(str(exc)) from None
     if not any(w.data.source == "hub" for w in selected.workloads):
         # Nothing asked for the hub: make sure no library waits on it (HF retries for ~25 s).
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    _run_matrix(selected, cells, path, out, tracking_uri, experiment or selected.name, resume)
+    for key, value in MLFLOW_HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    _run_matrix(selected, cells, text, out, tracking_uri, experiment or selected.name, resume)
+
+
+def _check_out(out: Path) -> None:
+    from amp_suite.rundir import RunDirectory
+
+    RunDirectory.check_writable(out)
 
 
 def deployment_environment() -> dict[str, object]:
@@ -131,25 +187,97 @@ def deployment_environment() -> dict[str, object]:
     return extra
 
 
-def _run_matrix(matrix: Matrix, cells, path: Path, out: Path, tracking_uri, experiment: str, resume: bool) -> None:
-    from amp_suite.display import RichDisplay, print_summary
+def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, experiment: str, resume: bool) -> None:
+    from amp_suite.display import RichDisplay, print_outcome, print_summary
+    from amp_suite.jsonl import LineWriteError
+    from amp_suite.rundir import RunDirectory
     from amp_suite.runner import MatrixRunner
-    from amp_suite.tracking import MlflowTracker
+    from amp_suite.signals import signal_of, stop_on_signals
+    from amp_suite.tracking import FailSafeTracker, TrackingError
+    from amp_suite.tracking.mlflow_store import MlflowStore
+    from amp_suite.tracking.mlflow_tracker import MlflowTracker
 
-    out.mkdir(parents=True, exist_ok=True)
+    directory = RunDirectory(out)
     uri = tracking_uri or embedded_store_uri(out)
+    catch_up = f"amp-suite sync {out}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
     try:
-        with RichDisplay(console) as display:
-            tracker = MlflowTracker(uri, display.warn, artifact_root=None if tracking_uri else out / "mlartifacts")
-            runner = MatrixRunner(matrix, cells, out, tracker, display, resume, deployment_environment())
-            records, summary = runner.run(experiment, path.read_text())
-    except TrackingError as exc:
+        if tracking_uri is not None:  # before anything is written
+            MlflowStore(tracking_uri).check_reachable()
+        with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
+            store = MlflowStore(uri, artifact_root=None if tracking_uri else out / "mlartifacts")
+            tracker = FailSafeTracker(MlflowTracker(store), display.warn, mask_credentials(catch_up))
+            runner = MatrixRunner(matrix, cells, directory, tracker, display, resume, deployment_environment())
+            records, summary, outcome = runner.run(experiment, text)
+    except ConfigError as exc:  # the folder is busy or can't be written
         raise fail(str(exc)) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted; finished cells are in results.jsonl (use --resume)", 130) from None
+    except (TrackingError, ConnectionError) as exc:
+        raise fail(f"tracking store {uri} is not usable: {exc}") from None
+    except LineWriteError as exc:
+        raise fail(
+            f"{exc.strerror}; every record before it is intact in {directory.results.path}."
+            " Make room, then run again with --resume",
+            ExitCode.WRITE_FAILED,
+        ) from None
+    except KeyboardInterrupt as exc:
+        stopped_by = signal_of(exc)
+        raise fail(
+            f"stopped by {stopped_by.name}; finished cells are in {directory.results.path} (--resume continues)",
+            128 + stopped_by,
+        ) from None
     kinds = sorted({r.peak_memory_kind for r in records if r.peak_memory_kind})
     print_summary(console, summary, f"{matrix.name}: {len(records)} cells", ", ".join(kinds) or None)
-    console.print(f"Results: {out / 'results.jsonl'}   MLflow: {uri}   (amp-suite ui --out {out})", highlight=False)
+    say(f"Results: {directory.results.path}   MLflow: {uri}   (amp-suite ui --out {out})")
+    print_outcome(console, outcome)
+    raise typer.Exit(int(outcome.exit_code))
+
+
+@app.command()
+def sync(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders (each with results.jsonl).", show_default=False)],
+    tracking_uri: Annotated[
+        Optional[str],
+        typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow store [default: each folder's own mlflow.db]"),
+    ] = None,
+) -> None:
+    """Upload run folders' records into MLflow: what an outage missed, or several boxes into one server.
+
+    Idempotent: records already there are left alone, so a second sync adds nothing."""
+    from amp_suite.rundir import RunDirectory
+
+    try:
+        if tracking_uri is not None:
+            check_tracking_uri(tracking_uri)
+        for folder in run_dirs:
+            if not (folder / "results.jsonl").is_file():
+                raise ConfigError(f"{folder}: not a run folder (no results.jsonl)")
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    for key, value in MLFLOW_HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    for folder in run_dirs:
+        _sync_folder(RunDirectory(folder), tracking_uri)
+
+
+def _sync_folder(directory, tracking_uri: str | None) -> None:
+    from contextlib import nullcontext
+
+    from amp_suite.tracking import one_line
+    from amp_suite.tracking.mlflow_store import MlflowStore
+    from amp_suite.tracking.sync import sync_run_dir
+
+    uri = tracking_uri or embedded_store_uri(directory.path)
+    # A folder gathered read-only can't be written by a run either: there is nothing to lock.
+    writable = os.access(directory.path, os.W_OK)
+    try:
+        with directory.locked("amp-suite sync") if writable else nullcontext():
+            store = MlflowStore(uri)
+            store.check_reachable()
+            report = sync_run_dir(directory, store)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except Exception as exc:  # the store failed; what was synced stays, and sync can run again
+        raise fail(f"sync of {directory.path} into {uri} stopped: {one_line(exc)}", ExitCode.WRITE_FAILED) from None
+    say(f"{directory.path} -> {uri}: {report.describe()}")
 
 
 @app.command()
@@ -174,11 +302,11 @@ def doctor(
         console.print_json(json.dumps(report))
         return
     if not report["cuda_available"]:
-        console.print("No CUDA GPU is visible to PyTorch; describing the CPU.", highlight=False)
+        say("No CUDA GPU is visible to PyTorch; describing the CPU.")
     for key, value in report.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items())
-        console.print(f"{key:>24}: {value}", highlight=False)
+        say(f"{key:>24}: {value}")
 
 
 @app.command()
@@ -199,11 +327,11 @@ def inspect(
     try:
         resolved = resolve_device(device)
         if precision not in PRECISIONS:
-            raise ConfigError(f"--precision: unknown {precision!r}; choose from {list(PRECISIONS)}")
-        loaded = load_matrix(resolve_matrix(matrix, resolved))
+            raise ConfigError(f"--precision: unknown {precision[:40]!r}; choose from {list(PRECISIONS)}")
+        loaded = load_matrix(resolve_matrix(matrix) if matrix is not None else default_matrix(resolved))
         names = [w.name for w in loaded.workloads]
         if workload not in names:
-            raise ConfigError(f"--workload: unknown {workload!r}; this matrix has {names}")
+            raise ConfigError(f"--workload: unknown {workload[:40]!r}; this matrix has {names}")
         chosen = loaded.select([workload], None)
     except ConfigError as exc:
         raise fail(str(exc)) from None
@@ -225,16 +353,33 @@ def ui(
         "runs"
     ),
     host: Annotated[str, typer.Option(help="Interface to bind; keep 127.0.0.1 unless behind auth.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port for the UI.")] = 5000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port for the UI.")] = 5000,
 ) -> None:
     """Open the MLflow UI on the embedded store of an earlier run."""
     store = out / "mlflow.db"
     if not store.is_file():
         raise fail(f"--out {out}: no MLflow store at {store}; run `amp-suite run --out {out}` first")
+    if not _is_loopback(host):
+        errors.print(
+            f"amp-suite: warning: serving {store} on {host}:{port} without authentication: anyone who can reach"
+            " that port can read, change and delete every run. Keep --host 127.0.0.1 (in a container, publish the"
+            " port on the host's loopback only: -p 127.0.0.1:5000:5000), or use docker/compose.yaml's server,"
+            " which requires a login.",
+            highlight=False, markup=False, soft_wrap=True,
+        )  # fmt: skip
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", embedded_store_uri(out)]
     command += ["--host", host, "--port", str(port)]
-    console.print(f"MLflow UI on http://{host}:{port} (Ctrl-C to stop)", highlight=False)
+    say(f"MLflow UI on http://{host}:{port} (Ctrl-C to stop)")
     os.execv(sys.executable, command)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
 
 
 def main() -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from amp_suite.config import CellSpec
+from amp_suite.outcome import Outcome
 from amp_suite.results import CellRecord
 from amp_suite.summary import SummaryRow
 
@@ -43,7 +45,7 @@ class RichDisplay:
         self.progress.update(self.cells_task, total=to_run)
 
     def warn(self, message: str) -> None:
-        self.console.print(f"[yellow]warning:[/] {message}", highlight=False)
+        self.console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
     def start_cell(self, spec: CellSpec) -> None:
         self.current = spec.cell_id
@@ -98,6 +100,17 @@ def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memo
     console.print(table)
     for reason, number in notes.items():
         console.print(f"  [{number}] {reason}", highlight=False, markup=False)
+
+
+def print_outcome(console: Console, outcome: Outcome) -> None:
+    """What the exit code means: the expectations that held, and every one that did not."""
+    for line in outcome.as_expected:
+        console.print(f"  [green]as expected[/]  {line}", highlight=False)
+    if outcome.problems:
+        code = int(outcome.exit_code)
+        console.print(f"[red]Exit {code} ({outcome.label}):[/]", highlight=False)
+        for line in outcome.problems:
+            console.print(f"  [red]-[/] {escape(line)}", highlight=False)
 
 
 def _validation(row: SummaryRow) -> str:

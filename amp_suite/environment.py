@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import socket
 import subprocess
@@ -59,7 +60,10 @@ def git_commit() -> str | None:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=10)
+    # No optional locks: `git status` would otherwise take .git/index.lock to refresh the index,
+    # and a cell stopped meanwhile (a signal) would leave that lock behind in the user's checkout.
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True, timeout=10)
     return done.stdout.strip()
 
 

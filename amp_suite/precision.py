@@ -136,7 +136,7 @@ class FP16(Autocast):
             return None
         if caps.type == "cuda":
             return f"fp16 tensor cores need compute capability >= 7.0; this GPU is {caps.capability_str}"
-        return "this CPU has no native fp16 arithmetic (avx512_fp16/AMX-FP16): fp16 would be emulated"
+        return "this CPU has no AMX-FP16 (or ARM fp16) units: fp16 training would be emulated or slow"
 
     def bind(self, optimizer: torch.optim.Optimizer) -> None:
         if self.scaler is None:

@@ -1,14 +1,16 @@
 """The cell record and results.jsonl, the record of truth. No torch here.
 
 Each record is self-describing: the resolved cell config, the environment, the measurements and
-the status. Lines are appended whole and flushed to disk when a cell ends, so a crash can at
-worst leave one truncated last line, which readers skip and writers never extend.
+the status. Lines are appended whole or not at all and flushed to disk when a cell ends
+(`amp_suite.jsonl`); readers skip lines they cannot read and say how many.
+
+A record holds any outcome: floats that are not finite (a diverged loss curve) are written as
+the JSON strings "NaN", "Infinity" and "-Infinity", and read back as floats.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -16,15 +18,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from amp_suite.config import CellSpec
+from amp_suite.jsonl import append_line, read_objects
 
 # diverged: the cell ran, but a step produced inf/NaN outside GradScaler's skip-and-retry.
 Status = Literal["ok", "skipped", "failed", "diverged"]
 
 
 class CellRecord(BaseModel):
-    # Later versions add fields; reading an older or newer file must not fail on them.
-    model_config = ConfigDict(extra="allow")
+    # Later versions add fields; reading an older or newer file must not fail on them. JSON has
+    # no NaN or infinity: they travel as strings (the documented dialect of results.jsonl).
+    model_config = ConfigDict(extra="allow", ser_json_inf_nan="strings")
 
+    record_id: str | None = Field(None, description="unique per record; what sync matches tracker runs by")
+    invocation_id: str | None = Field(None, description="the `amp-suite run` that produced it (invocations.jsonl)")
     cell_id: str
     config_hash: str
     matrix: str
@@ -102,6 +108,13 @@ class CellRecord(BaseModel):
     def resume_key(self) -> tuple[str, str]:
         return self.cell_id, self.config_hash
 
+    @property
+    def identity(self) -> str:
+        """record_id, or for records written before it existed, a stable stand-in."""
+        if self.record_id:
+            return self.record_id
+        return hashlib.sha256(f"{self.cell_id} {self.config_hash} {self.started_at}".encode()).hexdigest()[:16]
+
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -112,28 +125,16 @@ class ResultsFile:
         self.path = path
 
     def append(self, record: CellRecord) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = record.model_dump_json() + "\n"
-        with self.path.open("a+b") as handle:
-            if handle.tell() > 0:
-                # Never extend a line a crash left unterminated: start a fresh one.
-                handle.seek(-1, os.SEEK_END)
-                if handle.read(1) != b"\n":
-                    line = "\n" + line
-            handle.write(line.encode())
-            handle.flush()
-            os.fsync(handle.fileno())
+        """Raises jsonl.LineWriteError (with the file unchanged) when the line can't be written."""
+        append_line(self.path, record.model_dump_json())
 
     def read(self) -> tuple[list[CellRecord], int]:
-        """All readable records, and how many lines were unreadable (e.g. cut off by a crash)."""
-        if not self.path.exists():
-            return [], 0
-        records, bad = [], 0
-        for line in self.path.read_text().splitlines():
-            if not line.strip():
-                continue
+        """All readable records, and how many lines were unreadable (cut off, not UTF-8, not a record)."""
+        objects, unreadable = read_objects(self.path)
+        records = []
+        for data in objects:
             try:
-                records.append(CellRecord.model_validate(json.loads(line)))
-            except (json.JSONDecodeError, ValidationError):
-                bad += 1
-        return records, bad
+                records.append(CellRecord.model_validate(data))
+            except ValidationError:
+                unreadable += 1
+        return records, unreadable

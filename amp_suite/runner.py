@@ -1,19 +1,26 @@
-"""Run a matrix: one isolated process per cell, resume, results.jsonl, MLflow mirror, summary."""
+"""Run a matrix: one isolated process per cell, resume, results.jsonl, the tracker mirror, summary.
+
+The caller holds the run directory's lock, so any invocation still open in invocations.jsonl
+belongs to a process that is gone: the runner records it as killed and has the tracker close
+the runs it left open. Records go to results.jsonl first, then to the tracker.
+"""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Protocol
 
 from amp_suite.config import CellSpec, Matrix
-from amp_suite.results import CellRecord, ResultsFile
+from amp_suite.invocations import Ending, InvocationStarted, new_id
+from amp_suite.jsonl import LineWriteError
+from amp_suite.outcome import Outcome, judge
+from amp_suite.results import CellRecord
+from amp_suite.rundir import RunDirectory
 from amp_suite.summary import SummaryRow, summarize
-from amp_suite.tracking import MlflowTracker
+from amp_suite.tracking import Tracker, one_line
 from amp_suite.worker import cell_context, run_isolated
 from amp_suite.workloads import WORKLOAD_MODULES
-
-RESULTS_FILE = "results.jsonl"
 
 
 class Display(Protocol):
@@ -29,8 +36,8 @@ class MatrixRunner:
         self,
         matrix: Matrix,
         cells: Sequence[CellSpec],
-        out_dir: Path,
-        tracker: MlflowTracker,
+        directory: RunDirectory,
+        tracker: Tracker,
         display: Display,
         resume: bool = False,
         environment: dict[str, object] | None = None,
@@ -38,8 +45,7 @@ class MatrixRunner:
         """`environment`: facts the cell can't see itself (the container image); they fill gaps only."""
         self.matrix = matrix
         self.cells = list(cells)
-        self.out_dir = out_dir
-        self.results = ResultsFile(out_dir / RESULTS_FILE)
+        self.directory = directory
         self.tracker = tracker
         self.display = display
         self.resume = resume
@@ -47,9 +53,9 @@ class MatrixRunner:
 
     def plan(self) -> tuple[list[CellSpec], list[CellRecord]]:
         """(cells to run, records reused from an earlier run of the same cells with --resume)."""
-        previous, unreadable = self.results.read()
+        previous, unreadable = self.directory.results.read()
         if unreadable:
-            self.display.warn(f"{unreadable} unreadable line(s) in {self.results.path} were ignored")
+            self.display.warn(f"{unreadable} unreadable line(s) in {self.directory.results.path} were skipped")
         if not self.resume:
             return self.cells, []
         done = {record.resume_key: record for record in previous if record.status == "ok"}
@@ -57,34 +63,73 @@ class MatrixRunner:
         todo = [spec for spec, key in zip(self.cells, keys, strict=True) if key not in done]
         return todo, [done[key] for key in keys if key in done]
 
-    def run(self, experiment: str, matrix_text: str) -> tuple[list[CellRecord], list[SummaryRow]]:
+    def run(self, experiment: str, matrix_text: str) -> tuple[list[CellRecord], list[SummaryRow], Outcome]:
         todo, records = self.plan()
-        self.display.begin(len(todo), len(records))
-        self.tracker.start(self.matrix, experiment, matrix_text)
-        context = cell_context(sorted({WORKLOAD_MODULES[spec.workload.workload] for spec in todo}))
-        run_id = None
+        invocation = InvocationStarted.now(experiment, matrix_text, self.matrix.model_dump(mode="json"), len(todo))
+        self.tracker.start(invocation, self.matrix)  # a store that can't be used stops us here
         try:
-            for spec in todo:
-                self.display.start_cell(spec)
-                run_id = self.tracker.start_cell(spec)
-                record = run_isolated(context, spec, self._log_path(spec), self.display.cell_progress)
-                record = self._complete(record, run_id)
-                self.results.append(record)  # the record of truth first, then the mirror
-                self.tracker.finish_cell(run_id, record)
-                run_id = None
-                self.display.finish_cell(record)
-                records.append(record)
-        except BaseException:
-            self.tracker.abort(run_id)
+            self._close_orphans()
+            self.directory.invocations.start(invocation)
+            self.display.begin(len(todo), len(records))
+            records += self._run_cells(todo, invocation.invocation_id)
+        except BaseException as exc:
+            outcome, why = _how_it_stopped(exc)
+            self.tracker.abort(why)
+            self._end(invocation.invocation_id, outcome, why)
             raise
         summary = summarize(records, self.matrix.parity)
-        self.tracker.finish([row.as_dict() for row in summary])
-        return records, summary
+        outcome = judge(records, summary, self.matrix.expect)
+        self.tracker.finish(summary, outcome)
+        self._end(invocation.invocation_id, "finished")
+        return records, summary, outcome
 
-    def _complete(self, record: CellRecord, run_id: str | None) -> CellRecord:
-        """Add what the cell could not know: its MLflow run, and deployment facts (filling gaps only)."""
+    def _run_cells(self, todo: list[CellSpec], invocation_id: str) -> list[CellRecord]:
+        context = cell_context(sorted({WORKLOAD_MODULES[spec.workload.workload] for spec in todo}))
+        done = []
+        for spec in todo:
+            record_id = new_id()
+            self.display.start_cell(spec)
+            run_id = self.tracker.start_cell(spec, record_id)
+            record = run_isolated(context, spec, self.directory.log_path(spec.cell_id), self.display.cell_progress)
+            record = self._complete(record, record_id, invocation_id, run_id)
+            self.directory.results.append(record)  # the record of truth first, then the mirror
+            self.tracker.finish_cell(record)
+            self.display.finish_cell(record)
+            done.append(record)
+        return done
+
+    def _close_orphans(self) -> None:
+        orphans = self.directory.invocations.unfinished()
+        for orphan in orphans:
+            self.directory.invocations.end(orphan.invocation_id, "killed", orphan.killed_note())
+        if orphans:
+            self.display.warn(
+                f"{len(orphans)} earlier run(s) in {self.directory.path} were killed before they ended;"
+                " marking the tracker runs they left open KILLED"
+            )
+            self.tracker.close_orphans(orphans)
+
+    def _end(self, invocation_id: str, outcome: Ending, detail: str | None = None) -> None:
+        try:
+            self.directory.invocations.end(invocation_id, outcome, detail)
+        except LineWriteError:
+            pass  # e.g. the disk is full; the next run records this invocation as killed instead
+
+    def _complete(self, record: CellRecord, record_id: str, invocation_id: str, run_id: str | None) -> CellRecord:
+        """Add what the cell could not know: its ids, and deployment facts (filling gaps only)."""
         known = {key: value for key, value in record.environment.items() if value is not None}
-        return record.model_copy(update={"mlflow_run_id": run_id, "environment": {**self.environment, **known}})
+        return record.model_copy(
+            update={
+                "record_id": record_id,
+                "invocation_id": invocation_id,
+                "mlflow_run_id": run_id,
+                "environment": {**self.environment, **known},
+            }
+        )
 
-    def _log_path(self, spec: CellSpec) -> Path:
-        return self.out_dir / "logs" / (spec.cell_id.replace("/", "_") + ".log")
+
+def _how_it_stopped(exc: BaseException) -> tuple[Ending, str]:
+    if isinstance(exc, KeyboardInterrupt):
+        name = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
+        return "interrupted", f"amp-suite was stopped by {name}"
+    return "stopped", f"amp-suite stopped: {one_line(exc)}"

@@ -4,15 +4,19 @@ Processes are forked from a forkserver that has already imported torch (and the 
 workload modules) but never touched CUDA: each cell starts clean in milliseconds instead of
 paying seconds of imports. The child streams throttled progress and finally its record through
 a pipe; its stdout/stderr go to the cell's log file. A child that dies without a record (killed
-for memory, segfault) is recorded as failed by the parent.
+for memory, segfault) is recorded as failed by the parent. A child whose parent dies (the
+forkserver exits when the suite does, even on SIGKILL) is stopped too, so a killed run never
+leaves a cell occupying the device.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
@@ -22,6 +26,7 @@ from amp_suite.config import CellSpec
 from amp_suite.results import CellRecord
 
 PROGRESS_INTERVAL_S = 0.2  # at most five progress messages a second leave the child
+STOP_TIMEOUT_S = 5.0  # a terminated cell gets this long to exit cleanly before it is killed
 
 
 def cell_context(preload: Iterable[str]) -> multiprocessing.context.BaseContext:
@@ -58,7 +63,10 @@ def run_isolated(
     finally:
         if process.is_alive():  # interrupted: do not leave a cell running on the device
             process.terminate()
-            process.join()
+            process.join(timeout=STOP_TIMEOUT_S)
+            if process.is_alive():  # stuck in native code that never returns to Python
+                process.kill()
+                process.join()
         reader.close()
     if record is None:
         reason = f"worker process died ({_exit_description(process.exitcode)}); see {log_path}"
@@ -86,7 +94,28 @@ class _ThrottledProgress:
             self.connection.send(("progress", (phase, done, total)))
 
 
+def _stop_with_parent() -> None:
+    """Linux: deliver SIGTERM to this process when its parent exits (prctl PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _thread_lock_for_progress_bars() -> None:
+    """datasets loads files through tqdm, whose default lock is a multiprocessing one: a named
+    semaphore that a cell stopped while loading leaves for the resource tracker to report as
+    leaked, on the user's terminal. A cell is one process; a thread lock is all it needs."""
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
+
+
 def _child_main(spec_json: str, connection: Connection, log_path: str) -> None:
+    # Stopped by the parent (an interrupted run) or with it: exit through Python, so that what
+    # the cell registered with multiprocessing's resource tracker is released, not reported leaked.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    _stop_with_parent()
+    _thread_lock_for_progress_bars()
     with open(log_path, "ab", buffering=0) as log:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)

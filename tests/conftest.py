@@ -1,6 +1,13 @@
 from __future__ import annotations
 
+import json
 import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,3 +41,105 @@ def gpu() -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU; none is visible to PyTorch")
+
+
+# -- the CLI as users run it: a subprocess, real files, a real MLflow store ------------------
+
+
+def cli_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AMP_SUITE_"))}
+    return clean | (env or {})
+
+
+def amp_suite(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600):
+    """Run the CLI to completion (embedded store unless --tracking-uri is given)."""
+    command = [sys.executable, "-m", "amp_suite", *args]
+    return subprocess.run(command, cwd=cwd, env=cli_env(env), capture_output=True, text=True, timeout=timeout)
+
+
+def start_amp_suite(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start the CLI and return at once, for tests that signal or race it."""
+    command = [sys.executable, "-m", "amp_suite", *args]
+    return subprocess.Popen(
+        command, cwd=cwd, env=cli_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def read_records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def runs_in(tracking_uri: str, experiment: str) -> tuple[list, list]:
+    """(parent runs, child runs) of an experiment, read with MLflow's own client."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return [], []
+    runs = client.search_runs([found.experiment_id], max_results=1000)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children
+
+
+def embedded(out: Path) -> str:
+    return f"sqlite:///{out / 'mlflow.db'}"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class MlflowServer:
+    """A real `mlflow server` on loopback, over a store that outlives it (so it can be restarted)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self) -> str:
+        port = free_port()
+        command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+                   "--backend-store-uri", f"sqlite:///{self.root / 'server.db'}",
+                   "--artifacts-destination", str(self.root / "artifacts"), "--workers", "1"]  # fmt: skip
+        log = (self.root / "server.log").open("a")
+        self.process = subprocess.Popen(command, cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)  # fmt: skip
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/health", timeout=2)
+                return self.url
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.kill()
+                    pytest.fail(f"mlflow server did not start: {(self.root / 'server.log').read_text()[-2000:]}")
+                time.sleep(0.5)
+
+    def kill(self) -> None:
+        """The whole server (gunicorn/uvicorn workers included) dies at once, as in a crash."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, 9)
+            self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def mlflow_server(tmp_path_factory):
+    server = MlflowServer(tmp_path_factory.mktemp("server"))
+    yield server
+    server.kill()

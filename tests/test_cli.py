@@ -2,18 +2,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from amp_suite.cli import EXPERIMENTS_DIR, deployment_environment, resolve_matrix
+from amp_suite.cli import EXPERIMENTS_DIR, default_matrix, deployment_environment, resolve_matrix
 
 
 def test_matrix_by_path_or_by_shipped_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # as in the container: no experiments/ under the working directory
-    assert resolve_matrix(Path("smoke"), "cpu") == EXPERIMENTS_DIR / "smoke.yaml"
-    assert resolve_matrix(Path("experiments/failure-modes.yaml"), "cpu") == EXPERIMENTS_DIR / "failure-modes.yaml"
-    assert resolve_matrix(None, "cuda") == EXPERIMENTS_DIR / "default.yaml"
+    assert resolve_matrix(Path("smoke")) == EXPERIMENTS_DIR / "smoke.yaml"
+    assert resolve_matrix(Path("experiments/failure-modes.yaml")) == EXPERIMENTS_DIR / "failure-modes.yaml"
+    assert default_matrix("cuda") == EXPERIMENTS_DIR / "default.yaml"
+    assert default_matrix("cpu") == EXPERIMENTS_DIR / "smoke.yaml"
     own = tmp_path / "smoke.yaml"
     own.write_text("name: mine\n")
-    assert resolve_matrix(Path("smoke.yaml"), "cpu") == Path("smoke.yaml")  # a real file wins
-    assert resolve_matrix(Path("absent.yaml"), "cpu") == Path("absent.yaml")  # load_matrix reports it
+    assert resolve_matrix(Path("smoke.yaml")) == Path("smoke.yaml")  # a real file wins
+    assert resolve_matrix(Path("absent.yaml")) == Path("absent.yaml")  # load_matrix reports it
 
 
 def test_image_identity_comes_from_the_environment(monkeypatch):

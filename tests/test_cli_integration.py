@@ -2,40 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import EXPERIMENTS, tiny_matrix
+from conftest import EXPERIMENTS, amp_suite, embedded, read_records, runs_in, tiny_matrix
 
 pytestmark = pytest.mark.slow
 
 
-def amp_suite(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "amp_suite", *args]
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"} | (env or {})  # embedded store
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-
-
-def read_records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-
-
 def nested_runs(out: Path, experiment: str):
-    import mlflow
-
-    # set_tracking_uri also exports MLFLOW_TRACKING_URI; amp_suite() strips it for the CLI.
-    mlflow.set_tracking_uri(f"sqlite:///{out / 'mlflow.db'}")
-    runs = mlflow.search_runs(experiment_names=[experiment], output_format="list")
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    return parents, children
+    return runs_in(embedded(out), experiment)
 
 
 @pytest.fixture(scope="module")
@@ -104,29 +83,6 @@ def test_resume_skips_cells_already_ok(tiny_run):
     assert again.returncode == 0, again.stderr
     added = read_records(out)[len(before) :]
     assert [r["precision"] for r in added] == [r["precision"] for r in before if r["status"] != "ok"]
-
-
-@pytest.mark.parametrize(
-    "content, expected",
-    [
-        (
-            "name: bad\nsteps: -3\nprecisions: [fp32]\nworkloads: [{workload: mlp, batch_sizes: [8]}]\n",
-            "steps: Input should be greater than 0",
-        ),
-        (
-            "name: bad\nsteps: 3\nprecisions: [fp32]\nworkloads: [{workload: vit, batch_sizes: [8]}]\n",
-            "workloads.0.workload",
-        ),
-        ("name: [unclosed\n", "malformed YAML"),
-    ],
-)
-def test_invalid_matrix_exits_2_with_one_line_and_writes_nothing(tmp_path, content, expected):
-    matrix = tmp_path / "bad.yaml"
-    matrix.write_text(content)
-    done = amp_suite("run", "--matrix", str(matrix), "--out", str(tmp_path / "out"), cwd=tmp_path)
-    assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and expected in done.stderr and "Traceback" not in done.stderr
-    assert not (tmp_path / "out").exists()
 
 
 def test_smoke_matrix_covers_everything_within_three_minutes(tmp_path):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import yaml
@@ -67,11 +68,42 @@ INVALID = {
         r"precisions\.1: .*'fp32', 'tf32', 'fp16', 'bf16' or 'fp16-noscale' \(got 'fp8'\)",
     ),
     "wrong type": (lambda d: d.update(steps="many"), r"steps: .*valid integer.*\(got 'many'\)"),
-    "zero steps": (lambda d: d.update(steps=0), r"steps: Input should be greater than 0 \(got 0\)"),
+    "zero steps": (lambda d: d.update(steps=0), r"steps: Input should be greater than or equal to 1 \(got 0\)"),
     "negative batch": (
         lambda d: d["workloads"][0].update(batch_sizes=[-8]),
-        r"workloads\.0\.batch_sizes\.0: .*greater than 0 \(got -8\)",
+        r"workloads\.0\.batch_sizes\.0: .*greater than or equal to 1 \(got -8\)",
     ),
+    "steps beyond the limit": (lambda d: d.update(steps=10**12), r"steps: .*less than or equal to 1000000"),
+    "infinite learning rate": (lambda d: d["workloads"][0].update(lr=float("inf")), r"lr: .*finite number"),
+    "NaN tolerance": (lambda d: d.update(parity={"tolerance": float("nan")}), r"parity.tolerance: .*finite"),
+    "name with a slash": (lambda d: d.update(name="a/b"), r"name: String should match pattern"),
+    "name that is a parent folder": (lambda d: d.update(name=".."), r"name: String should match pattern"),
+    "overlong name": (lambda d: d.update(name="x" * 65), r"name: String should have at most 64 characters"),
+    "repeated batch sizes": (
+        lambda d: d["workloads"][0].update(batch_sizes=[8, 8]),
+        r"batch_sizes must not repeat: \[8, 8\]",
+    ),
+    "data that can't fit": (
+        lambda d: d["workloads"][0].update(in_features=1 << 20, samples=1 << 20),
+        r"would keep 4,098 GiB of data on the device; the limit is 64 GiB",
+    ),
+    "a model that can't fit": (
+        lambda d: d["workloads"][0].update(hidden=1 << 16, depth=256),
+        r"the model would have ~1.10e\+12 parameters",
+    ),
+    "expectation on an unknown workload": (
+        lambda d: d.update(expect=[{"workload": "vit", "precision": "fp16", "parity": "fail"}]),
+        r"expect: no workload named 'vit'",
+    ),
+    "expectation on a precision the matrix doesn't run": (
+        lambda d: d.update(expect=[{"precision": "fp16-noscale", "parity": "fail"}]),
+        r"expect: precision 'fp16-noscale' is not in precisions",
+    ),
+    "expectation that says nothing": (
+        lambda d: d.update(expect=[{"precision": "fp16"}]),
+        r"an expectation needs parity \(pass/fail\) or status",
+    ),
+    "huge bad value": (lambda d: d.update(steps="9" * 10_000), r"steps: .* \(got '9+\.\.\.\)$"),
     "unknown key": (lambda d: d.update(stepz=3), r"stepz: Extra inputs are not permitted"),
     "unknown workload key": (lambda d: d["workloads"][0].update(widht=3), r"workloads\.0\.widht: Extra inputs"),
     "missing field": (lambda d: d.pop("steps"), r"steps: Field required"),
@@ -117,3 +149,66 @@ def test_unparseable_files(tmp_path, text, expected):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
         load_matrix(tmp_path / "absent.yaml")
+
+
+BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)
+)
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (bytes(range(256)) * 4, "not UTF-8 text"),
+        (b"name: x\n" + b"# padding\n" * 200_000, "larger than 1 MiB"),
+        (BILLION_LAUGHS.encode(), "expands to more than 100,000 YAML nodes"),
+        (b"name: &n [*n]\n", "a YAML alias refers to itself"),
+    ],
+    ids=["binary", "oversized", "alias bomb", "recursive alias"],
+)
+def test_files_that_are_not_matrices_fail_fast_and_small(tmp_path, content, expected):
+    path = tmp_path / "m.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=expected) as raised:
+        load_matrix(path)
+    assert len(str(raised.value)) < 400
+
+
+def test_an_endless_file_is_read_only_up_to_the_limit():
+    with pytest.raises(ConfigError, match="larger than 1 MiB"):
+        load_matrix(Path("/dev/zero"))
+
+
+def test_a_folder_is_not_a_matrix(tmp_path):
+    with pytest.raises(ConfigError, match="is a folder"):
+        load_matrix(tmp_path)
+
+
+def test_aliases_within_the_limit_still_work(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "name: tiny\nsteps: 4\nprecisions: [fp32]\nworkloads:\n"
+        "  - &small {workload: mlp, in_features: 16, hidden: 32, batch_sizes: [8], samples: 64, label: a}\n"
+        "  - {<<: *small, label: b}\n"
+    )
+    assert [w.name for w in load_matrix(path).workloads] == ["a", "b"]
+
+
+@pytest.mark.parametrize("workloads, precisions, expected", [
+    ([], None, "--workloads: empty"),
+    (None, ["fp32", "fp32"], "--precisions: names repeat"),
+    (["mlp", "x" * 500], None, r"--workloads: unknown \['xxxxxxx"),
+])  # fmt: skip
+def test_selections_must_name_something_once(workloads, precisions, expected):
+    matrix = Matrix.model_validate(tiny_matrix())
+    with pytest.raises(ConfigError, match=expected) as raised:
+        matrix.select(workloads, precisions)
+    assert len(str(raised.value)) < 300
+
+
+def test_selecting_drops_expectations_on_what_is_not_run():
+    matrix = Matrix.model_validate(
+        tiny_matrix(expect=[{"precision": "fp16", "parity": "fail"}, {"precision": "bf16", "status": "diverged"}])
+    )
+    kept = matrix.select(None, ["fp32", "bf16"])
+    assert [e.precision for e in kept.expect] == ["bf16"]

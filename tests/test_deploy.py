@@ -46,7 +46,9 @@ def test_image_runs_as_a_user_with_the_suite_as_entrypoint():
     dockerfile = (REPO / "Dockerfile").read_text()
     assert re.search(r"^FROM nvidia/cuda:\$\{CUDA_VERSION\}-cudnn-runtime-ubuntu", dockerfile, re.M)
     assert re.search(r"^USER (?!root|0\b)\S+", dockerfile, re.M)
-    assert 'ENTRYPOINT ["amp-suite"]' in dockerfile and 'CMD ["run"]' in dockerfile
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--", "amp-suite"]' in dockerfile and 'CMD ["run"]' in dockerfile
+    assert re.search(r"apt-get install .*\btini\b", dockerfile)  # PID 1 forwards docker stop's SIGTERM
+    assert "AMP_SUITE_DEVICE=cuda" in dockerfile  # no GPU visible is an error in the image, not a CPU run
     assert "AMP_SUITE_OUT=/runs" in dockerfile and 'VOLUME ["/runs"]' in dockerfile
     for identity in (
         "AMP_SUITE_IMAGE_BASE",

@@ -26,6 +26,7 @@ def test_cuda_capability_rules(capability, tensor_cores, bf16, tf32):
     [
         ({"avx2"}, False, False),
         ({"avx512f", "avx512_bf16"}, True, False),
+        ({"avx512_bf16", "avx512_fp16", "amx_bf16"}, True, False),  # Sapphire Rapids: fp16 falls back
         ({"amx_bf16", "amx_fp16"}, True, True),
         ({"fphp", "asimdhp", "bf16"}, True, True),
     ],

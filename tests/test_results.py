@@ -1,8 +1,16 @@
 from __future__ import annotations
 
+import errno
+import json
+import math
+import os
+
+import pytest
 from conftest import tiny_matrix
 
+from amp_suite import jsonl
 from amp_suite.config import Matrix
+from amp_suite.jsonl import LineWriteError
 from amp_suite.results import CellRecord, ResultsFile
 
 
@@ -37,3 +45,50 @@ def test_unknown_fields_from_other_versions_are_kept(tmp_path):
     path.write_text(_record().model_dump_json()[:-1] + ', "added_later": 1}\n')
     records, bad = ResultsFile(path).read()
     assert bad == 0 and records[0].model_extra == {"added_later": 1}
+
+
+def test_non_finite_numbers_are_written_as_strict_json_and_read_back(tmp_path):
+    path = tmp_path / "results.jsonl"
+    nan, inf = float("nan"), float("inf")
+    record = _record(status="diverged", final_loss=nan, loss_curve=[1.0, inf, -inf, nan], val_metrics={"val_loss": nan})
+    ResultsFile(path).append(record)
+
+    def no_bare_constants(name):
+        raise AssertionError(f"bare {name} in results.jsonl")
+
+    line = json.loads(path.read_text(), parse_constant=no_bare_constants)  # strict JSON: no NaN tokens
+    assert line["final_loss"] == "NaN" and line["loss_curve"] == [1.0, "Infinity", "-Infinity", "NaN"]
+    (back,), bad = ResultsFile(path).read()
+    assert bad == 0 and back.status == "diverged" and math.isnan(back.final_loss)
+    assert back.loss_curve[:3] == [1.0, inf, -inf] and math.isnan(back.val_metrics["val_loss"])
+
+
+def test_lines_that_are_not_utf8_or_not_records_are_skipped_and_counted(tmp_path):
+    path = tmp_path / "results.jsonl"
+    results = ResultsFile(path)
+    results.append(_record())
+    with path.open("ab") as handle:
+        handle.write(b"\xff\xfe not utf-8\n[1, 2]\n{\"cell_id\": \"missing every other field\"}\n")
+    results.append(_record("bf16"))
+    records, bad = results.read()
+    assert [r.precision for r in records] == ["fp32", "bf16"] and bad == 3
+
+
+def test_a_write_that_fails_part_way_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    path = tmp_path / "results.jsonl"
+    results = ResultsFile(path)
+    results.append(_record())
+    before = path.read_bytes()
+    real_write = os.write
+
+    def disk_fills_up(fd, data):
+        real_write(fd, bytes(data[: len(data) // 2]))  # half the line reaches the disk, then it is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonl.os, "write", disk_fills_up)
+    with pytest.raises(LineWriteError, match="No space left on device"):
+        results.append(_record("bf16"))
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    results.append(_record("bf16"))  # once there is room, appends go on from a clean line end
+    assert [r.precision for r in results.read()[0]] == ["fp32", "bf16"]

@@ -1,74 +1,40 @@
-"""A matrix logged over HTTP into a real `mlflow server` on loopback, then read back."""
+"""A real `mlflow server` on loopback: logging over HTTP, failing fast, outages, and sync."""
 
 from __future__ import annotations
 
+import math
 import socket
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
 import yaml
-from conftest import tiny_matrix
-from test_cli_integration import amp_suite, read_records
+from conftest import amp_suite, free_port, read_records, runs_in, start_amp_suite, tiny_matrix, wait_for
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def tracking_server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("server")
-    port = _free_port()
-    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-               "--backend-store-uri", f"sqlite:///{root / 'server.db'}",
-               "--artifacts-destination", str(root / "artifacts"), "--workers", "1"]  # fmt: skip
-    log = (root / "server.log").open("w")
-    server = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                pytest.fail(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.5)
-    yield url
-    server.terminate()
-    server.wait(timeout=30)
-    log.close()
-
-
-def test_matrix_logs_every_cell_as_a_nested_run_over_http(tracking_server, tmp_path):
+def test_matrix_logs_every_cell_as_a_nested_run_over_http(mlflow_server, tmp_path):
     from mlflow import MlflowClient
 
+    url = mlflow_server.start()
     matrix = tmp_path / "tiny.yaml"
     matrix.write_text(yaml.safe_dump(tiny_matrix(name="over-http", precisions=["fp32", "bf16"])))
     out = tmp_path / "out"
-    done = amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--tracking-uri", tracking_server, cwd=tmp_path)
+    done = amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--tracking-uri", url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert not (out / "mlflow.db").exists()  # nothing went to the embedded store
 
-    client = MlflowClient(tracking_uri=tracking_server)
-    experiment = client.get_experiment_by_name("over-http")
-    runs = client.search_runs([experiment.experiment_id])
-    parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = {r.info.run_id: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    client = MlflowClient(tracking_uri=url)
+    parent, children = runs_in(url, "over-http")
+    children = {r.info.run_id: r for r in children}
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
     records = read_records(out)
     assert {r["mlflow_run_id"] for r in records} == set(children)
     for record in records:
         child = children[record["mlflow_run_id"]]
         assert child.data.tags["mlflow.parentRunId"] == parent[0].info.run_id
+        assert child.data.tags["amp_suite.record_id"] == record["record_id"]
+        assert child.data.tags["amp_suite.complete"] == "true"
         if record["status"] == "ok":
             assert child.data.metrics["throughput"] == pytest.approx(record["throughput"])
             assert child.data.metrics["val_metric"] == pytest.approx(record["val_metric"])
@@ -78,13 +44,86 @@ def test_matrix_logs_every_cell_as_a_nested_run_over_http(tracking_server, tmp_p
     assert {"matrix.yaml", "summary.json"} <= artifacts  # proxied through the server's artifact store
 
 
-def test_an_unreachable_server_is_a_clear_error_before_any_cell_runs(tmp_path):
-    port = _free_port()  # nothing listens there
+def _unreachable(tmp_path, uri: str):
     matrix = tmp_path / "tiny.yaml"
     matrix.write_text(yaml.safe_dump(tiny_matrix()))
-    env_retries = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
-    done = amp_suite("run", "--matrix", str(matrix), "--out", str(tmp_path / "out"),
-                     "--tracking-uri", f"http://127.0.0.1:{port}", cwd=tmp_path, env=env_retries)  # fmt: skip
-    assert done.returncode == 2
-    assert "MLflow store http://127.0.0.1:" in done.stderr and "not usable" in done.stderr
-    assert not (tmp_path / "out" / "results.jsonl").exists()
+    started = time.monotonic()
+    done = amp_suite("run", "--matrix", str(matrix), "--out", str(tmp_path / "out"), "--tracking-uri", uri,
+                     cwd=tmp_path, timeout=120)  # fmt: skip
+    return done, time.monotonic() - started
+
+
+def test_a_refused_connection_fails_in_seconds_with_one_line_naming_the_store(tmp_path):
+    port = free_port()  # nothing listens there
+    done, elapsed = _unreachable(tmp_path, f"http://admin:s3cret@127.0.0.1:{port}")
+    assert done.returncode == 2 and elapsed < 15, (done.returncode, elapsed)
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert f"tracking store http://admin:***@127.0.0.1:{port} is not usable" in done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    assert not (tmp_path / "out").exists()  # checked before anything was written
+
+
+def test_a_server_that_accepts_but_never_answers_fails_in_seconds(tmp_path):
+    with socket.socket() as silent:  # the kernel completes the handshake; nobody ever replies
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        done, elapsed = _unreachable(tmp_path, f"http://127.0.0.1:{silent.getsockname()[1]}")
+    assert done.returncode == 2 and elapsed < 15, (done.returncode, elapsed)
+    assert "is not usable" in done.stderr and "timed out" in done.stderr
+
+
+OUTAGE_MATRIX = tiny_matrix(
+    name="outage",
+    repeats=2,
+    precisions=["fp32", "bf16"],
+    workloads=[
+        {"workload": "mlp", "in_features": 16, "hidden": 32, "depth": 2, "batch_sizes": [8], "samples": 64},
+        {"workload": "mlp", "label": "wild", "in_features": 16, "hidden": 32, "depth": 2, "batch_sizes": [8],
+         "samples": 64, "lr": 1.0e6},
+    ],  # fmt: skip
+    expect=[{"workload": "wild", "precision": p, "status": "diverged"} for p in ("fp32", "bf16")],
+)
+
+
+def test_a_server_that_dies_mid_matrix_costs_seconds_and_sync_fills_it_in_once(mlflow_server, tmp_path):
+    from mlflow import MlflowClient
+
+    matrix = tmp_path / "outage.yaml"
+    matrix.write_text(yaml.safe_dump(OUTAGE_MATRIX))
+    # The reference: the same matrix into the embedded store.
+    started = time.monotonic()
+    reference = amp_suite("run", "--matrix", str(matrix), "--out", str(tmp_path / "reference"), cwd=tmp_path)
+    reference_s = time.monotonic() - started
+    assert reference.returncode == 0, reference.stdout + reference.stderr
+
+    url = mlflow_server.start()
+    out = tmp_path / "out"
+    started = time.monotonic()
+    run = start_amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--tracking-uri", url, cwd=tmp_path)
+    wait_for(lambda: (out / "results.jsonl").exists() and len(read_records(out)) >= 2, 120, "two records")
+    mlflow_server.kill()
+    stdout, stderr = run.communicate(timeout=300)
+    outage_s = time.monotonic() - started
+    assert run.returncode == 0, stdout + stderr  # the tracker is a mirror: its outage changes no verdict
+    assert outage_s < reference_s + 20, (outage_s, reference_s)
+    assert stdout.count("tracking: could not") == 1 and f"amp-suite sync {out} --tracking-uri {url}" in stdout
+    records = read_records(out)
+    assert len(records) == 8 and {r["status"] for r in records} == {"ok", "diverged"}
+
+    url = mlflow_server.start()  # back, on the same store
+    first = amp_suite("sync", str(out), "--tracking-uri", url, cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    parents, children = runs_in(url, "outage")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert parents[0].data.tags["outcome"] == "as expected"
+    assert sorted(c.data.tags["amp_suite.record_id"] for c in children) == sorted(r["record_id"] for r in records)
+    assert {c.info.status for c in children} == {"FINISHED", "FAILED"}  # nothing left RUNNING
+    diverged = next(c for c in children if c.data.tags["status"] == "diverged")
+    assert any(math.isnan(v) or math.isinf(v) for v in diverged.data.metrics.values())  # NaN survives HTTP
+
+    client = MlflowClient(tracking_uri=url)
+    history = {c.info.run_id: len(client.get_metric_history(c.info.run_id, "train_loss")) for c in children}
+    second = amp_suite("sync", str(out), "--tracking-uri", url, cwd=tmp_path)
+    assert second.returncode == 0 and "0 added, 0 completed, 8 already there" in second.stdout, second.stdout
+    assert [len(group) for group in runs_in(url, "outage")] == [1, 8]
+    assert history == {c: len(client.get_metric_history(c, "train_loss")) for c in history}

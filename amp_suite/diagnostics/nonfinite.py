@@ -3,8 +3,10 @@
 Training keeps running without a per-step sync; afterwards the cell checks its losses (and, for
 precisions without a GradScaler, its gradient norms) once. If a step went non-finite, the cell is
 rebuilt from the same seed, replayed to just before that step, and the step is run once more
-with hooks on every module: the first module whose forward output (or, failing that, whose
-gradient in the backward pass) is non-finite is named.
+with hooks on every module and parameter: the first module whose forward output is non-finite
+is named, failing that the first module whose input gradient is, failing that the first
+parameter whose gradient is. If none is, the cell says so (the loss function, or a gradient
+norm that overflowed although every gradient is finite).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from torch import nn
 
 @dataclass(frozen=True)
 class NonFiniteSite:
-    module: str  # dotted name within the model ("" is the model itself)
-    kind: str  # the module's class, e.g. "Linear"
-    phase: str  # "forward" or "backward"
+    module: str  # dotted name within the model ("" is the model itself), or a parameter's name
+    kind: str  # the module's class, e.g. "Linear", or "parameter"
+    phase: str  # "forward", "backward" (a module's input gradient) or "gradient" (a parameter's)
 
     def describe(self, step: int) -> str:
         name = self.module or "<model>"
+        if self.phase == "gradient":
+            return f"first non-finite gradient of parameter '{name}' at step {step}"
         return f"first non-finite {self.phase} output in module '{name}' ({self.kind}) at step {step}"
 
 
@@ -40,12 +44,15 @@ def first_nonfinite_step(losses: torch.Tensor, grad_norms: torch.Tensor | None) 
 
 @contextmanager
 def watch_nonfinite(model: nn.Module) -> Iterator[list[NonFiniteSite]]:
-    """Hooks on every module; yields the list of sites in the order they went non-finite."""
+    """Hooks on every module and parameter; yields the sites in the order they went non-finite."""
     found: list[NonFiniteSite] = []
     handles = []
     for name, module in model.named_modules():
         handles.append(module.register_forward_hook(_forward_hook(name, found)))
         handles.append(module.register_full_backward_hook(_backward_hook(name, found)))
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            handles.append(parameter.register_hook(_gradient_hook(name, found)))
     try:
         with warnings.catch_warnings():
             # Modules whose inputs need no gradient (the first layer) still get their hook called.
@@ -57,9 +64,13 @@ def watch_nonfinite(model: nn.Module) -> Iterator[list[NonFiniteSite]]:
 
 
 def first_site(found: list[NonFiniteSite]) -> NonFiniteSite | None:
-    """Forward beats backward: a NaN born in the forward pass is the cause of the backward's."""
-    forward = [site for site in found if site.phase == "forward"]
-    return (forward or found or [None])[0]
+    """Forward beats backward: a NaN born in the forward pass is the cause of the backward's.
+    In the backward pass, a module's input gradient comes before the parameter gradients it feeds."""
+    for phase in ("forward", "backward", "gradient"):
+        sites = [site for site in found if site.phase == phase]
+        if sites:
+            return sites[0]
+    return None
 
 
 def _forward_hook(name: str, found: list[NonFiniteSite]):
@@ -75,6 +86,14 @@ def _backward_hook(name: str, found: list[NonFiniteSite]):
     def hook(module: nn.Module, grad_input: object, grad_output: object) -> None:
         if not any(site.phase == "backward" for site in found) and _has_nonfinite(grad_input):
             found.append(NonFiniteSite(name, type(module).__name__, "backward"))
+
+    return hook
+
+
+def _gradient_hook(name: str, found: list[NonFiniteSite]):
+    def hook(gradient: torch.Tensor) -> None:
+        if not any(site.phase == "gradient" for site in found) and _has_nonfinite(gradient):
+            found.append(NonFiniteSite(name, "parameter", "gradient"))
 
     return hook
 

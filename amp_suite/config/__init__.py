@@ -1,0 +1,26 @@
+"""Matrix files: validated once at the edge, frozen afterwards. No torch here.
+
+A matrix file names workloads (with their sizes), precision modes, seeds and step counts.
+`Matrix.cells()` expands it into one `CellSpec` per (workload, batch size, seed, precision),
+ordered so that every precision of one workload configuration runs back to back. Every value
+the schema accepts is one the suite can run: sizes are bounded, floats finite, names fit in
+file names, and error messages never echo unbounded input.
+"""
+
+from amp_suite.config.base import PRECISIONS, ConfigError, Device, Precision, Status
+from amp_suite.config.loading import describe_validation_error, load_matrix
+from amp_suite.config.matrix import CellSpec, Expectation, Matrix, ParityConfig
+from amp_suite.config.workloads import (
+    WORKLOADS,
+    DataConfig,
+    MLPConfig,
+    ResNetConfig,
+    TransformerConfig,
+    WorkloadConfig,
+)
+
+__all__ = [
+    "PRECISIONS", "WORKLOADS", "CellSpec", "ConfigError", "DataConfig", "Device", "Expectation", "MLPConfig",
+    "Matrix", "ParityConfig", "Precision", "ResNetConfig", "Status", "TransformerConfig", "WorkloadConfig",
+    "describe_validation_error", "load_matrix",
+]  # fmt: skip

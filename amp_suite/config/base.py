@@ -1,0 +1,46 @@
+"""Shared pieces of the config models: the error type, the frozen base and the input limits."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp16-noscale")
+# fp16-noscale (autocast fp16 without GradScaler) is the negative control: it shows the parity
+# check can fail when small gradients flush to zero.
+Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp16-noscale"]
+Device = Literal["cuda", "cpu"]
+Status = Literal["ok", "skipped", "failed", "diverged"]
+
+
+class ConfigError(ValueError):
+    """Bad user input. The message is one line that names the field, the value and the choices."""
+
+
+class FrozenModel(BaseModel):
+    # Every value accepted here is one the suite can run: finite floats, bounded sizes.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+# Names end up in file names, MLflow run names and cell ids.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+NAME_MAX = 64
+# Upper bounds that keep a typo from exhausting memory or time; far above any sensible matrix.
+MAX_MATRIX_BYTES = 1 << 20
+MAX_YAML_NODES = 100_000  # after expanding aliases: a "billion laughs" file stops here
+MAX_STEPS = 1_000_000
+MAX_BATCH = 1 << 16
+MAX_SAMPLES = 10_000_000
+MAX_DATA_BYTES = 64 << 30  # the training and validation tensors a cell keeps on its device
+MAX_PARAMETERS = 4_000_000_000  # weights, gradients and AdamW state: 64 GB in float32
+MAX_SEED = 2**32 - 1
+
+
+def count(upper: int, lower: int = 1, **kwargs):
+    return Field(ge=lower, le=upper, **kwargs)
+
+
+def shorten(text: str, limit: int) -> str:
+    """Error messages never echo unbounded input."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

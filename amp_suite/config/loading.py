@@ -1,0 +1,104 @@
+"""Reading matrix files: bounded, UTF-8, YAML without alias bombs, one error line per problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from amp_suite.config.base import MAX_MATRIX_BYTES, MAX_YAML_NODES, ConfigError, shorten
+from amp_suite.config.matrix import Matrix
+from amp_suite.config.workloads import WORKLOADS
+
+
+def load_matrix(path: Path) -> Matrix:
+    """Read and validate a matrix file; every problem becomes one ConfigError line."""
+    data = _parse_yaml(path, read_matrix_text(path))
+    if not isinstance(data, dict):
+        raise ConfigError(f"matrix {path}: expected a mapping of keys at the top, got {type(data).__name__}")
+    try:
+        return Matrix.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"matrix {path}: {describe_validation_error(exc)}") from None
+
+
+def read_matrix_text(path: Path) -> str:
+    """At most MAX_MATRIX_BYTES of UTF-8: a device file or a huge file can't stall or flood us."""
+    if path.is_dir():
+        raise ConfigError(f"matrix {path}: is a folder, not a file")
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_MATRIX_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"matrix {path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"matrix {path}: cannot read ({exc.strerror})") from None
+    if len(data) > MAX_MATRIX_BYTES:
+        raise ConfigError(f"matrix {path}: larger than {MAX_MATRIX_BYTES >> 20} MiB; a matrix file is a few lines")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"matrix {path}: not UTF-8 text (is it a YAML file?)") from None
+
+
+def _parse_yaml(path: Path, text: str) -> object:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None:
+            _check_expanded_size(root)
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(exc, "problem", None) or "unparseable"
+        raise ConfigError(f"matrix {path}: malformed YAML{at}: {shorten(problem, 100)}") from None
+    except _TooLarge as exc:
+        raise ConfigError(f"matrix {path}: {exc}") from None
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Count nodes as if every alias were expanded (memoised, so a "billion laughs" file is cheap
+    to count) and refuse recursive aliases, which would never finish expanding."""
+    sizes: dict[int, int] = {}
+    in_progress: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in in_progress:
+            raise _TooLarge("a YAML alias refers to itself")
+        in_progress.add(key)
+        if isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(item) for item in node.value)
+        else:
+            total = 1
+        in_progress.discard(key)
+        if total > MAX_YAML_NODES:
+            raise _TooLarge(f"expands to more than {MAX_YAML_NODES:,} YAML nodes (aliases included)")
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first pydantic error as 'field.path: message (got value)', plus a count of the rest."""
+    errors = exc.errors()
+    first = errors[0]
+    loc = [shorten(str(part), 40) for part in first["loc"] if part not in WORKLOADS][:8]
+    if first["type"] == "union_tag_invalid":
+        loc.append("workload")
+    location = ".".join(loc) or "matrix"
+    message = shorten(first["msg"].removeprefix("Value error, "), 300)
+    got = first.get("input")
+    shown = "" if first["type"] in ("missing",) or isinstance(got, (dict, list)) else f" (got {shorten(repr(got), 60)})"
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    return f"{location}: {message}{shown}{more}"

@@ -1,0 +1,149 @@
+"""The matrix: workloads x precisions x batch sizes x seeds, expanded into one CellSpec per cell."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import Field, PositiveFloat, model_validator
+
+from amp_suite.config.base import (
+    MAX_BATCH,
+    MAX_SEED,
+    MAX_STEPS,
+    NAME_MAX,
+    NAME_PATTERN,
+    ConfigError,
+    Device,
+    FrozenModel,
+    Precision,
+    Status,
+    count,
+    shorten,
+)
+from amp_suite.config.workloads import WorkloadConfig
+
+
+class ParityConfig(FrozenModel):
+    """AMP passes when its mean validation metric is no worse than fp32's by more than
+    max(tolerance x |fp32 mean|, k x fp32's seed-to-seed standard deviation)."""
+
+    tolerance: float = Field(0.02, ge=0, description="relative to fp32's value")
+    k: float = Field(2.0, ge=0, description="multiples of fp32's seed-to-seed std (needs repeats >= 2)")
+
+
+class Expectation(FrozenModel):
+    """An outcome the matrix is built to produce, e.g. a negative control that must fail parity.
+    Cells it covers are judged by it instead of by the default (ok or skipped, parity not failed)."""
+
+    precision: Precision
+    workload: str | None = Field(None, description="a workload's name; every workload when omitted")
+    parity: Literal["pass", "fail"] | None = None
+    status: Status | None = None
+
+    @model_validator(mode="after")
+    def _says_something(self):
+        if self.parity is None and self.status is None:
+            raise ValueError("an expectation needs parity (pass/fail) or status")
+        return self
+
+    def covers(self, workload: str, precision: str) -> bool:
+        return precision == self.precision and self.workload in (None, workload)
+
+
+class CellSpec(FrozenModel):
+    """Everything one cell needs; the same object goes to the worker process and into the record."""
+
+    matrix: str
+    workload: WorkloadConfig
+    precision: Precision
+    batch_size: int = count(MAX_BATCH)
+    seed: int = count(MAX_SEED, lower=0)
+    steps: int = count(MAX_STEPS)
+    warmup_steps: int = count(MAX_STEPS)
+    max_grad_norm: PositiveFloat
+    device: Device
+    force: bool = False
+
+    @property
+    def cell_id(self) -> str:
+        return f"{self.workload.name}/bs{self.batch_size}/seed{self.seed}/{self.precision}"
+
+    @property
+    def config_hash(self) -> str:
+        """Identifies the resolved configuration, so --resume never reuses a stale record."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]
+
+
+class Matrix(FrozenModel):
+    name: str = Field(pattern=NAME_PATTERN, max_length=NAME_MAX)
+    description: str = Field("", max_length=4096)
+    seed: int = count(MAX_SEED - 100, lower=0, default=0)
+    repeats: int = count(100, default=1)
+    warmup_steps: int = count(MAX_STEPS, default=5)
+    steps: int = count(MAX_STEPS)
+    max_grad_norm: PositiveFloat = 1.0
+    parity: ParityConfig = ParityConfig()
+    precisions: list[Precision] = Field(min_length=1)
+    workloads: list[WorkloadConfig] = Field(min_length=1, max_length=64)
+    expect: list[Expectation] = Field(default_factory=list, max_length=256)
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        names = [w.name for w in self.workloads]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"workload names must be unique; give each a distinct 'label': {duplicated}")
+        if len(set(self.precisions)) != len(self.precisions):
+            raise ValueError(f"precisions must not repeat: {self.precisions}")
+        for expectation in self.expect:
+            if expectation.workload is not None and expectation.workload not in names:
+                raise ValueError(f"expect: no workload named {expectation.workload!r}; this matrix has {names}")
+            if expectation.precision not in self.precisions:
+                raise ValueError(f"expect: precision {expectation.precision!r} is not in precisions")
+        return self
+
+    def select(self, workloads: list[str] | None, precisions: list[str] | None) -> Matrix:
+        """The same matrix restricted to the named workloads and precisions (CLI filters)."""
+        kept = self.workloads
+        if workloads is not None:
+            _check_choices("--workloads", workloads, [w.name for w in self.workloads])
+            kept = [w for w in self.workloads if w.name in workloads]
+        modes = self.precisions
+        if precisions is not None:
+            _check_choices("--precisions", precisions, list(self.precisions))
+            modes = [p for p in self.precisions if p in precisions]
+        names = {w.name for w in kept}
+        expect = [e for e in self.expect if e.precision in modes and e.workload in (None, *names)]
+        return self.model_copy(update={"workloads": kept, "precisions": modes, "expect": expect})
+
+    def cells(self, device: Device, force: bool = False) -> list[CellSpec]:
+        seeds = [self.seed + r for r in range(self.repeats)]
+        return [
+            CellSpec(
+                matrix=self.name,
+                workload=w,
+                precision=p,
+                batch_size=bs,
+                seed=seed,
+                steps=self.steps,
+                warmup_steps=self.warmup_steps,
+                max_grad_norm=self.max_grad_norm,
+                device=device,
+                force=force or p in w.force,
+            )
+            for w in self.workloads
+            for bs in w.batch_sizes
+            for seed in seeds
+            for p in self.precisions
+        ]
+
+
+def _check_choices(option: str, given: list[str], valid: list[str]) -> None:
+    if not given:
+        raise ConfigError(f"{option}: empty; this matrix has {valid}")
+    unknown = [shorten(g, 40) for g in given if g not in valid]
+    if unknown:
+        raise ConfigError(f"{option}: unknown {unknown[:5]}; this matrix has {valid}")
+    if len(set(given)) != len(given):
+        raise ConfigError(f"{option}: names repeat; this matrix has {valid}")

@@ -1,0 +1,166 @@
+"""Workload configs: what each reference workload can be sized to, and where its data may come from."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, PositiveFloat, model_validator
+
+from amp_suite.config.base import (
+    MAX_BATCH,
+    MAX_DATA_BYTES,
+    MAX_PARAMETERS,
+    MAX_SAMPLES,
+    NAME_MAX,
+    NAME_PATTERN,
+    FrozenModel,
+    Precision,
+    count,
+)
+
+DataSource = Literal["synthetic", "digits", "hub", "imagefolder", "text"]
+
+
+class DataConfig(FrozenModel):
+    """Where a workload's training and validation data come from. Offline unless source is hub."""
+
+    source: DataSource
+    name: str | None = Field(None, max_length=256, description="hub dataset name, e.g. cifar10 or wikitext")
+    subset: str | None = Field(None, max_length=256, description="hub dataset configuration, e.g. wikitext-2-raw-v1")
+    path: str | None = Field(None, max_length=4096, description="local folder (imagefolder) or text file(s) (text)")
+    val_fraction: float = Field(0.2, gt=0, lt=1, description="held out when the source has no validation split")
+    val_samples: int = count(MAX_SAMPLES, default=512, description="validation samples used (generated count)")
+
+    @model_validator(mode="after")
+    def _location_given(self):
+        if self.source == "hub" and not self.name:
+            raise ValueError("data.source hub needs data.name (e.g. cifar10)")
+        if self.source in ("imagefolder", "text") and not self.path:
+            raise ValueError(f"data.source {self.source} needs data.path")
+        return self
+
+
+class _WorkloadBase(FrozenModel):
+    label: str | None = Field(None, pattern=NAME_PATTERN, max_length=NAME_MAX)
+    batch_sizes: list[Annotated[int, count(MAX_BATCH)]] = Field(min_length=1, max_length=32)
+    samples: int = count(MAX_SAMPLES, default=1024, description="training samples: generated, or a cap on real data")
+    lr: PositiveFloat = 1e-3
+    force: list[Precision] = Field(
+        default_factory=list, description="precisions to run even where the hardware is slow at them"
+    )
+
+    @property
+    def name(self) -> str:
+        return self.label or self.workload  # type: ignore[attr-defined]
+
+    def sample_bytes(self) -> int:
+        """Bytes of one training or validation sample as the cell keeps it on the device."""
+        raise NotImplementedError
+
+    def parametercount(self) -> int:
+        """The model's parameters, estimated from the config."""
+        raise NotImplementedError
+
+    @model_validator(mode="after")
+    def _enough_samples(self):
+        if max(self.batch_sizes) > self.samples:
+            raise ValueError(
+                f"samples ({self.samples}) must be at least the largest batch size ({max(self.batch_sizes)})"
+            )
+        if len(set(self.batch_sizes)) != len(self.batch_sizes):
+            raise ValueError(f"batch_sizes must not repeat: {self.batch_sizes}")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_in_memory(self):
+        data_bytes = (self.samples + self.data.val_samples) * self.sample_bytes()  # type: ignore[attr-defined]
+        if data_bytes > MAX_DATA_BYTES:
+            raise ValueError(
+                f"samples and data.val_samples would keep {data_bytes / 2**30:,.0f} GiB of data on the device;"
+                f" the limit is {MAX_DATA_BYTES >> 30} GiB"
+            )
+        if self.parametercount() > MAX_PARAMETERS:
+            raise ValueError(
+                f"the model would have ~{self.parametercount():.2e} parameters; the limit is {MAX_PARAMETERS:.0e}"
+            )
+        return self
+
+
+class ResNetConfig(_WorkloadBase):
+    workload: Literal["resnet"]
+    data: DataConfig = DataConfig(source="digits")
+    arch: Literal["resnet18", "resnet34", "resnet50", "resnet101", "resnet152"] = "resnet50"
+    image_size: int = count(1024, lower=32, default=224)
+    num_classes: int = count(100_000, lower=2, default=1000)
+    channels_last: bool = True
+    lr: PositiveFloat = 0.1
+
+    def sample_bytes(self) -> int:
+        return 3 * self.image_size**2 * 4  # float32 RGB
+
+    def parametercount(self) -> int:
+        # torchvision's sizes without the classifier (60M for resnet152), plus the classifier.
+        features = 512 if self.arch in ("resnet18", "resnet34") else 2048
+        return 60_000_000 + features * self.num_classes
+
+    @model_validator(mode="after")
+    def _image_source(self):
+        return _check_source(self, ("synthetic", "digits", "hub", "imagefolder"))
+
+
+class TransformerConfig(_WorkloadBase):
+    workload: Literal["transformer"]
+    data: DataConfig = DataConfig(source="synthetic")
+    n_layer: int = count(256, default=6)
+    n_embd: int = count(1 << 16, default=512)
+    n_head: int = count(1024, default=8)
+    seq_len: int = count(1 << 17, lower=2, default=256)
+    vocab_size: int = count(1 << 20, lower=2, default=8192)
+
+    def sample_bytes(self) -> int:
+        return (self.seq_len + 1) * 8  # int64 token ids
+
+    def parametercount(self) -> int:
+        return 12 * self.n_layer * self.n_embd**2 + (self.vocab_size + self.seq_len) * self.n_embd
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if self.data.source in ("hub", "text") and self.vocab_size < 256:
+            raise ValueError(f"text is tokenized as bytes: vocab_size must be at least 256 (got {self.vocab_size})")
+        return _check_source(self, ("synthetic", "hub", "text"))
+
+
+class MLPConfig(_WorkloadBase):
+    workload: Literal["mlp"]
+    data: DataConfig = DataConfig(source="digits")
+    in_features: int = count(1 << 20, default=256, description="input width of generated data (digits have 64)")
+    hidden: int = count(1 << 16, default=512)
+    depth: int = count(256, default=4)
+    num_classes: int = count(100_000, lower=2, default=10)
+    loss_multiplier: PositiveFloat = Field(
+        1.0, description="scales the training loss (and so every gradient); <1 pushes gradients toward fp16's floor"
+    )
+    adam_eps: PositiveFloat = 1e-8
+
+    def sample_bytes(self) -> int:
+        return self.in_features * 4
+
+    def parametercount(self) -> int:
+        return self.in_features * self.hidden + (self.depth - 1) * self.hidden**2 + self.hidden * self.num_classes
+
+    @model_validator(mode="after")
+    def _vector_source(self):
+        return _check_source(self, ("synthetic", "digits"))
+
+
+def _check_source(config, allowed: tuple[str, ...]):
+    if config.data.source not in allowed:
+        source, workload = config.data.source, config.workload
+        raise ValueError(f"data.source {source!r} is not available for {workload}; choose from {allowed}")
+    return config
+
+
+WorkloadConfig = Annotated[Union[ResNetConfig, TransformerConfig, MLPConfig], Field(discriminator="workload")]
+WORKLOADS = ("resnet", "transformer", "mlp")

@@ -1,0 +1,82 @@
+"""The --out folder of a run: results.jsonl, invocations.jsonl, logs/, the embedded MLflow store,
+and a lock so that one amp-suite process writes it at a time. No torch here.
+
+The lock is an flock on `.amp-suite.lock`: the kernel drops it when its process dies, however it
+dies, so whoever takes it next knows that every invocation still open in invocations.jsonl was
+killed. The lock file also says who holds it, for the message the second process prints.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from amp_suite.config import ConfigError
+from amp_suite.invocations import InvocationLog
+from amp_suite.results import ResultsFile
+
+LOCK_FILE = ".amp-suite.lock"
+
+
+class OutDirBusy(ConfigError):
+    """Another amp-suite process holds the folder."""
+
+
+class RunDirectory:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.results = ResultsFile(path / "results.jsonl")
+        self.invocations = InvocationLog(path / "invocations.jsonl")
+
+    def log_path(self, cell_id: str) -> Path:
+        return self.path / "logs" / (cell_id.replace("/", "_") + ".log")
+
+    @staticmethod
+    def check_writable(path: Path, option: str = "--out") -> None:
+        """Fail with one line if `path` can't become a run folder, before anything starts."""
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"{option} {path}: exists and is not a folder")
+        existing = next(parent for parent in (path, *path.parents) if parent.exists())
+        if not existing.is_dir():
+            raise ConfigError(f"{option} {path}: {existing} is not a folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(f"{option} {path}: {existing} is not writable")
+        results = path / "results.jsonl"
+        if results.exists() and not os.access(results, os.W_OK):
+            raise ConfigError(f"{option} {path}: {results} is not writable")
+
+    @contextmanager
+    def locked(self, command: str) -> Iterator[None]:
+        """Hold the folder for `command` (run, sync); OutDirBusy if another process holds it."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            handle = (self.path / LOCK_FILE).open("a+")
+        except OSError as exc:  # e.g. a read-only file system, which os.access does not see
+            raise ConfigError(f"--out {self.path}: cannot write there ({exc.strerror})") from None
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read(300).strip() or "another process"
+                raise OutDirBusy(
+                    f"{self.path} is in use by another amp-suite ({holder}); wait for it to end or use another folder"
+                ) from None
+            _say_who_holds(handle, command)
+            yield
+        finally:
+            handle.close()  # closing the descriptor releases the lock
+
+
+def _say_who_holds(handle, command: str) -> None:
+    try:
+        handle.truncate(0)
+        handle.write(f"{command}, pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%H:%M:%S')}")
+        handle.flush()
+    except OSError:
+        pass  # only the message to a second process would lose detail

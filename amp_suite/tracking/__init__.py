@@ -1,0 +1,95 @@
+"""Trackers mirror results.jsonl where people review it. The runner sees only `Tracker`.
+
+results.jsonl is the record of truth and the tracker only a mirror, so a tracker must never
+stop or slow the measurements: `FailSafeTracker` lets a failure at the start stop the run (with
+one line naming the store), and turns any later failure into one warning, after which it stops
+calling the tracker for the rest of the run (a circuit breaker: a dead server would otherwise
+cost its timeouts on every call). `amp-suite sync` fills the store in afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from amp_suite.config import CellSpec, Matrix
+from amp_suite.invocations import Invocation, InvocationStarted
+from amp_suite.outcome import Outcome
+from amp_suite.results import CellRecord
+from amp_suite.summary import SummaryRow
+from amp_suite.tracking.uri import mask_credentials
+
+
+class TrackingError(RuntimeError):
+    """The tracking store can't be used; raised only before any cell runs."""
+
+
+class Tracker(Protocol):
+    def start(self, invocation: InvocationStarted, matrix: Matrix) -> None:
+        """Open the invocation's run; raise if the store can't be used."""
+
+    def close_orphans(self, invocations: Sequence[Invocation]) -> None:
+        """Close runs left open by earlier invocations whose process was killed."""
+
+    def start_cell(self, spec: CellSpec, record_id: str) -> str | None:
+        """Open the cell's run; returns its id in the store."""
+
+    def finish_cell(self, record: CellRecord) -> None: ...
+
+    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome) -> None: ...
+
+    def abort(self, why: str) -> None:
+        """Mark whatever is open as killed, saying why."""
+
+
+class FailSafeTracker:
+    """A tracker whose failures after start() become one warning and then silence."""
+
+    def __init__(self, tracker: Tracker, warn: Callable[[str], None], catch_up: str) -> None:
+        """`catch_up`: the command that fills the store in later, for the warning."""
+        self.tracker = tracker
+        self.warn = warn
+        self.catch_up = catch_up
+        self.broken = False
+
+    def start(self, invocation: InvocationStarted, matrix: Matrix) -> None:
+        try:
+            self.tracker.start(invocation, matrix)
+        except Exception as exc:
+            raise TrackingError(mask_credentials(one_line(exc))) from exc
+
+    def close_orphans(self, invocations: Sequence[Invocation]) -> None:
+        if invocations:
+            self._call("close runs left open by a killed run", self.tracker.close_orphans, invocations)
+
+    def start_cell(self, spec: CellSpec, record_id: str) -> str | None:
+        return self._call(f"open a run for {spec.cell_id}", self.tracker.start_cell, spec, record_id)
+
+    def finish_cell(self, record: CellRecord) -> None:
+        self._call(f"log {record.cell_id}", self.tracker.finish_cell, record)
+
+    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome) -> None:
+        self._call("log the summary", self.tracker.finish, summary, outcome)
+
+    def abort(self, why: str) -> None:
+        self._call("mark the interrupted runs killed", self.tracker.abort, why)
+
+    def _call(self, what: str, action: Callable[..., Any], *args: Any) -> Any:
+        if self.broken:
+            return None
+        try:
+            return action(*args)
+        except Exception as exc:  # the record is in results.jsonl already: say so once, then stop calling
+            self.broken = True
+            self.warn(
+                f"tracking: could not {what} ({mask_credentials(one_line(exc))}); tracking is off for the rest "
+                f"of this run and measuring goes on. results.jsonl has every record: `{self.catch_up}` "
+                "uploads them later."
+            )
+            return None
+
+
+def one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text[:300]

@@ -1,0 +1,66 @@
+"""The Tracker a run uses to mirror its records into MLflow as it goes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from amp_suite.config import CellSpec, Matrix
+from amp_suite.invocations import Invocation, InvocationStarted
+from amp_suite.outcome import Outcome
+from amp_suite.results import CellRecord
+from amp_suite.summary import SummaryRow
+from amp_suite.tracking.mlflow_store import RUN_STATUS, MlflowStore, matrix_params
+
+
+class MlflowTracker:
+    def __init__(self, store: MlflowStore) -> None:
+        self.store = store
+        self.invocation: InvocationStarted | None = None
+        self.experiment_id: str | None = None
+        self.parent_id: str | None = None
+        self.open_cell: str | None = None
+
+    def start(self, invocation: InvocationStarted, matrix: Matrix) -> None:
+        self.invocation = invocation
+        self.experiment_id = self.store.experiment_id(invocation.experiment)
+        name = f"{matrix.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        params = matrix_params(invocation.matrix_config)
+        self.parent_id = self.store.create_parent(self.experiment_id, invocation.invocation_id, name, params)
+        self.store.log_matrix_text(self.parent_id, invocation.matrix_text)
+
+    def close_orphans(self, invocations: Sequence[Invocation]) -> None:
+        for invocation in invocations:
+            experiment_id = self.store.experiment_id(invocation.started.experiment, create=False)
+            if experiment_id is None:
+                continue
+            for run in self.store.runs_of(experiment_id, invocation.invocation_id, running_only=True):
+                self.store.close(run.info.run_id, "KILLED", f"amp-suite: {invocation.killed_note()}")
+
+    def start_cell(self, spec: CellSpec, record_id: str) -> str | None:
+        assert self.invocation is not None and self.experiment_id is not None, "start() first"
+        self.open_cell = self.store.create_child(
+            self.experiment_id, self.parent_id, self.invocation.invocation_id, record_id, spec.cell_id
+        )
+        return self.open_cell
+
+    def finish_cell(self, record: CellRecord) -> None:
+        run_id = record.mlflow_run_id
+        if run_id is None:
+            return
+        self.store.log_record(run_id, record, Path(record.log_path) if record.log_path else None)
+        self.store.complete(run_id, RUN_STATUS[record.status])
+        self.open_cell = None
+
+    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome) -> None:
+        assert self.invocation is not None and self.parent_id is not None, "start() first"
+        self.store.log_summary(self.parent_id, summary, self.invocation.at)
+        self.store.complete(self.parent_id, "FINISHED", {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
+
+    def abort(self, why: str) -> None:
+        for run_id in (self.open_cell, self.parent_id):
+            if run_id is not None:
+                self.store.close(run_id, "KILLED", why)
+        self.open_cell = None
+

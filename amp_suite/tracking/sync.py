@@ -1,0 +1,156 @@
+"""`amp-suite sync`: replay run folders into an MLflow store, idempotently.
+
+The way to catch up after a tracker outage, and to gather the run folders of several boxes into
+one team server. Runs are matched by the invocation and record ids they are tagged with: a
+complete run is left alone, a half-logged one is logged again (identical metrics are not
+duplicated) and completed, a missing one is created. Runs that a stopped or killed invocation
+left RUNNING are closed as KILLED. A second sync adds nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from amp_suite.config import Matrix
+from amp_suite.invocations import Invocation
+from amp_suite.outcome import judge
+from amp_suite.results import CellRecord
+from amp_suite.rundir import RunDirectory
+from amp_suite.summary import summarize
+from amp_suite.tracking.mlflow_store import (
+    PARENT,
+    RUN_STATUS,
+    TAG_COMPLETE,
+    TAG_ENDED_BY,
+    TAG_RECORD,
+    MlflowStore,
+    matrix_params,
+)
+
+
+@dataclass
+class SyncReport:
+    records: int = 0
+    added: int = 0  # cell runs created
+    completed: int = 0  # half-logged cell runs logged again and completed
+    present: int = 0  # complete already
+    parents: int = 0  # parent runs created or completed
+    closed: int = 0  # runs left RUNNING by an invocation that did not finish, now KILLED
+
+    def describe(self) -> str:
+        return (
+            f"{self.records} records: {self.added} added, {self.completed} completed, {self.present} already there;"
+            f" {self.parents} parent run(s) written, {self.closed} run(s) left open closed as KILLED"
+        )
+
+
+def sync_run_dir(directory: RunDirectory, store: MlflowStore) -> SyncReport:
+    records, _ = directory.results.read()
+    invocations = {invocation.invocation_id: invocation for invocation in directory.invocations.read()}
+    groups: dict[str, list[CellRecord]] = {}
+    for record in records:
+        groups.setdefault(record.invocation_id or f"legacy-{record.matrix}", []).append(record)
+    # Invocations stopped before their first record may still have left a run open.
+    groups.update({key: [] for key, inv in invocations.items() if key not in groups and not inv.finished})
+    report = SyncReport(records=len(records))
+    for key, group in groups.items():
+        _InvocationSync(store, directory, report, key, invocations.get(key), group).run()
+    return report
+
+
+class _InvocationSync:
+    """Brings one invocation's runs in the store in line with its records."""
+
+    def __init__(
+        self, store: MlflowStore, directory: RunDirectory, report: SyncReport, key: str,
+        invocation: Invocation | None, records: list[CellRecord],
+    ) -> None:  # fmt: skip
+        self.store, self.directory, self.report = store, directory, report
+        self.key, self.invocation, self.records = key, invocation, records
+        self.written: set[str] = set()  # run ids completed by this sync
+
+    def run(self) -> None:
+        experiment = self.invocation.started.experiment if self.invocation else self.records[0].matrix
+        experiment_id = self.store.experiment_id(experiment, create=bool(self.records))
+        if experiment_id is None:
+            return
+        existing = self.store.runs_of(experiment_id, self.key)
+        if self.records:
+            parent = next((run for run in existing if PARENT not in run.data.tags), None)
+            children = {run.data.tags.get(TAG_RECORD): run for run in existing if PARENT in run.data.tags}
+            parent_id = parent.info.run_id if parent else self._create_parent(experiment_id)
+            for record in self.records:
+                self._sync_record(experiment_id, parent_id, record, children.get(record.identity))
+            if parent is None or parent.data.tags.get(TAG_COMPLETE) != "true":
+                self._complete_parent(parent_id)
+        for run in existing:  # e.g. the cell that was running when the invocation was killed
+            if run.info.status == "RUNNING" and run.info.run_id not in self.written:
+                self.store.close(run.info.run_id, "KILLED", self._why())
+                self.report.closed += 1
+
+    def _sync_record(self, experiment_id: str, parent_id: str, record: CellRecord, run) -> None:
+        if run is not None and run.data.tags.get(TAG_COMPLETE) == "true":
+            self.report.present += 1
+            return
+        if run is None:
+            run_id = self.store.create_child(experiment_id, parent_id, self.key, record.identity, record.cell_id)
+            self.report.added += 1
+        else:
+            run_id = run.info.run_id
+            self.report.completed += 1
+        self.store.log_record(run_id, record, _log_file(self.directory, record))
+        self.store.complete(run_id, RUN_STATUS[record.status])
+        self.written.add(run_id)
+
+    def _create_parent(self, experiment_id: str) -> str:
+        if self.invocation is None:  # records written before invocations.jsonl existed
+            return self.store.create_parent(experiment_id, self.key, f"{self.records[0].matrix}-synced", {})
+        started = self.invocation.started
+        name = f"{started.matrix}-{started.at[:19].replace('-', '').replace(':', '').replace('T', '-')}"
+        run_id = self.store.create_parent(experiment_id, self.key, name, matrix_params(started.matrix_config))
+        self.store.log_matrix_text(run_id, started.matrix_text)
+        return run_id
+
+    def _complete_parent(self, parent_id: str) -> None:
+        matrix = _matrix(self.invocation)
+        summary = summarize(self.records, matrix.parity if matrix else None)
+        outcome = judge(self.records, summary, matrix.expect if matrix else ())
+        stamp = self.invocation.started.at if self.invocation else self.records[0].started_at
+        self.store.log_summary(parent_id, summary, stamp)
+        tags = {"outcome": outcome.label, "exit_code": int(outcome.exit_code)}
+        if self.invocation is None or self.invocation.finished:
+            self.store.complete(parent_id, "FINISHED", tags)
+        else:
+            self.store.complete(parent_id, "KILLED", {**tags, TAG_ENDED_BY: self._why()})
+        self.written.add(parent_id)
+        self.report.parents += 1
+
+    def _why(self) -> str:
+        if self.invocation is None:
+            return "amp-suite: the run did not finish"
+        ended = self.invocation.ended
+        if ended is None:
+            return f"amp-suite: {self.invocation.killed_note()}"
+        return ended.detail or f"amp-suite: the run ended {ended.outcome}"
+
+
+def _matrix(invocation: Invocation | None) -> Matrix | None:
+    """The invocation's matrix (its parity rule and expectations), if this version can read it."""
+    if invocation is None:
+        return None
+    try:
+        return Matrix.model_validate(invocation.started.matrix_config)
+    except ValidationError:
+        return None
+
+
+def _log_file(directory: RunDirectory, record: CellRecord) -> Path | None:
+    """The cell's log, preferring the copy inside the folder being synced (it may have moved)."""
+    if not record.log_path:
+        return None
+    original = Path(record.log_path)
+    moved = directory.path / "logs" / original.name
+    return moved if moved.is_file() else original if original.is_file() else None

@@ -1,0 +1,168 @@
+"""Bad input of every kind, through the CLI: exit 2, one line, no traceback, within seconds,
+without large memory use, and nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import cli_env, free_port, tiny_matrix
+
+pytestmark = pytest.mark.slow
+
+# Runs the CLI and reports, from a fresh parent, the largest resident set any of its processes had.
+MEASURE = """
+import json, resource, subprocess, sys, time
+started = time.monotonic()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=120)
+print(json.dumps({"code": done.returncode, "stdout": done.stdout, "stderr": done.stderr,
+                  "seconds": time.monotonic() - started,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+
+def run_measured(*args: str, cwd: Path, env: dict[str, str] | None = None) -> dict:
+    command = [sys.executable, "-c", MEASURE, sys.executable, "-m", "amp_suite", *args]
+    done = subprocess.run(command, cwd=cwd, env=cli_env(env), capture_output=True, text=True, timeout=180)
+    return json.loads(done.stdout)
+
+
+def assert_refused(result: dict, expected: str, seconds: float = 10, peak_mb: float = 400) -> None:
+    stderr = result["stderr"]
+    assert result["code"] == 2, result
+    assert stderr.count("\n") == 1 and stderr.startswith("amp-suite: error: ") and "Traceback" not in stderr, stderr
+    assert expected in stderr, stderr
+    assert result["seconds"] < seconds, result["seconds"]
+    assert result["peak_mb"] < peak_mb, result["peak_mb"]
+
+
+def _write(path: Path, content: str | bytes) -> Path:
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+VALID = yaml.safe_dump(tiny_matrix())
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)
+)
+
+MATRIX_FILES = {
+    "negative steps": (VALID.replace("steps: 4", "steps: -3"), "steps: Input should be greater than or equal to 1"),
+    "unknown workload": (VALID.replace("workload: mlp", "workload: vit"), "workloads.0.workload"),
+    "malformed YAML": ("name: [unclosed\n", "malformed YAML"),
+    "binary file": (bytes(range(256)) * 64, "not UTF-8 text"),
+    "oversized file": ("# padding\n" * 200_000, "larger than 1 MiB"),
+    "alias bomb": (LAUGHS, "expands to more than 100,000 YAML nodes"),
+    "recursive alias": ("name: &n [*n]\n", "a YAML alias refers to itself"),
+    "infinite number": (VALID.replace("steps: 4", "steps: 4\nmax_grad_norm: .inf"), "finite number"),
+    "steps that would never end": (VALID.replace("steps: 4", "steps: 1000000000000"), "less than or equal to"),
+    "name unfit for a file name": (VALID.replace("name: tiny", "name: ../../etc"), "name: String should match"),
+    "value echoed huge": (VALID.replace("steps: 4", "steps: '" + "9" * 100_000 + "'"), "..."),
+}
+
+
+@pytest.mark.parametrize("case", MATRIX_FILES, ids=list(MATRIX_FILES))
+def test_bad_matrix_files(tmp_path, case):
+    content, expected = MATRIX_FILES[case]
+    matrix = _write(tmp_path / "m.yaml", content)
+    result = run_measured("run", "--matrix", str(matrix), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert_refused(result, expected)
+    assert len(result["stderr"]) < 600
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_endless_matrix_file(tmp_path):
+    result = run_measured("run", "--matrix", "/dev/zero", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert_refused(result, "larger than 1 MiB")
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--matrix", "missing.yaml"], "no such file"),
+        (["--matrix", "."], "is a folder, not a file"),
+        (["--out", "a-file"], "--out a-file: exists and is not a folder"),
+        (["--out", "a-file/below"], "a-file is not a folder"),
+        (["--tracking-uri", "ftp://host/x"], "unsupported scheme 'ftp'"),
+        (["--tracking-uri", "file:///tmp/mlruns"], "file store is deprecated"),
+        (["--tracking-uri", "sqlite:////no/such/dir/mlflow.db"], "/no/such/dir does not exist"),
+        (["--workloads", ","], "--workloads: empty"),
+        (["--precisions", "fp32,fp32"], "--precisions: names repeat"),
+        (["--precisions", "fp8"], "--precisions: unknown ['fp8']"),
+        (["--experiment", ""], "--experiment: give 1 to 256 characters"),
+    ],
+)
+def test_bad_options(tmp_path, args, expected):
+    _write(tmp_path / "m.yaml", VALID)
+    _write(tmp_path / "a-file", "not a folder")
+    base = {"--matrix": "m.yaml", "--out": "out"}
+    base.update(dict(zip(args[::2], args[1::2], strict=True)))
+    extra = [item for key, value in base.items() for item in (key, value)]
+    extra += [a for a in args if a not in base and a not in base.values()]
+    result = run_measured("run", *extra, cwd=tmp_path)
+    assert_refused(result, expected)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_password_in_a_bad_tracking_uri_is_never_echoed(tmp_path):
+    _write(tmp_path / "m.yaml", VALID)
+    uri = "ftp://admin:hunter2@host/x"
+    result = run_measured("run", "--matrix", "m.yaml", "--tracking-uri", uri, cwd=tmp_path)
+    assert_refused(result, "ftp://admin:***@host/x")
+    assert "hunter2" not in result["stdout"] + result["stderr"]
+
+
+@pytest.fixture
+def no_gpu():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this checks the message for a machine without a GPU")
+
+
+def test_a_gpu_required_by_the_image_but_not_visible_is_an_error_not_a_cpu_run(tmp_path, no_gpu):
+    _write(tmp_path / "m.yaml", VALID)
+    started = time.monotonic()
+    result = run_measured("run", "--matrix", "m.yaml", cwd=tmp_path, env={"AMP_SUITE_DEVICE": "cuda"})
+    assert_refused(result, "--device cuda (AMP_SUITE_DEVICE in this image): no CUDA GPU is visible", 30, 1500)
+    assert "--gpus all" in result["stderr"] and "--device cpu" in result["stderr"]
+    assert not (tmp_path / "runs").exists() and time.monotonic() - started < 30
+
+
+def test_outside_the_image_falling_back_to_the_cpu_is_announced(tmp_path, no_gpu):
+    _write(tmp_path / "m.yaml", yaml.safe_dump(tiny_matrix(precisions=["fp32"])))
+    done = subprocess.run([sys.executable, "-m", "amp_suite", "run", "--matrix", "m.yaml", "--out", "out"],
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("No CUDA GPU is visible to PyTorch: running on the CPU.")
+
+
+def test_sync_refuses_what_is_not_a_run_folder(tmp_path):
+    result = run_measured("sync", str(tmp_path), cwd=tmp_path)
+    assert_refused(result, "not a run folder (no results.jsonl)")
+
+
+def test_ui_on_all_interfaces_warns_that_the_store_has_no_login(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mlflow.db").touch()
+    command = [sys.executable, "-m", "amp_suite", "ui", "--out", str(out), "--host", "0.0.0.0",
+               "--port", str(free_port())]  # fmt: skip
+    ui = subprocess.Popen(command, cwd=tmp_path, env=cli_env(), stderr=subprocess.PIPE, text=True,
+                          start_new_session=True)  # fmt: skip
+    try:
+        first = ui.stderr.readline()  # printed before the MLflow server takes over the process
+    finally:
+        os.killpg(ui.pid, signal.SIGKILL)  # the server and the workers it started
+        ui.wait(timeout=30)
+    assert first.startswith("amp-suite: warning: serving") and "without authentication" in first
+    quiet = subprocess.run([sys.executable, "-c", "from amp_suite.cli import _is_loopback as f;"
+                            "print(f('127.0.0.1'), f('::1'), f('localhost'), f('0.0.0.0'), f('example.com'))"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert quiet.stdout.split() == ["True", "True", "True", "False", "False"]

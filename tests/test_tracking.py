@@ -1,0 +1,88 @@
+"""The tracker interface's safety net, and tracking URIs: checked early, never shown with passwords."""
+
+from __future__ import annotations
+
+import pytest
+
+from amp_suite.config import ConfigError
+from amp_suite.tracking import FailSafeTracker, TrackingError
+from amp_suite.tracking.uri import check_tracking_uri, mask_credentials
+
+
+class FlakyTracker:
+    """Fails from the n-th call on, and counts every call it gets."""
+
+    def __init__(self, fail_from: int) -> None:
+        self.calls = 0
+        self.fail_from = fail_from
+
+    def _call(self, *args):
+        self.calls += 1
+        if self.calls >= self.fail_from:
+            raise ConnectionError("http://admin:hunter2@tracking:5000 refused the connection")
+        return "run-id"
+
+    start = close_orphans = start_cell = finish_cell = finish = abort = _call
+
+
+class _Spec:
+    cell_id = "mlp/bs8/seed0/fp32"
+
+
+def test_after_one_failure_the_tracker_is_not_called_again_and_one_warning_says_how_to_catch_up():
+    inner, warnings = FlakyTracker(fail_from=3), []
+    tracker = FailSafeTracker(inner, warnings.append, "amp-suite sync runs --tracking-uri http://tracking:5000")
+    tracker.start(None, None)
+    assert tracker.start_cell(_Spec(), "r1") == "run-id"
+    assert tracker.start_cell(_Spec(), "r2") is None  # the third call fails ...
+    for _ in range(5):
+        tracker.start_cell(_Spec(), "r3")
+        tracker.finish(None, None)
+    tracker.abort("stopped")
+    assert inner.calls == 3  # ... and nothing after it reaches the dead store
+    assert len(warnings) == 1
+    assert "amp-suite sync runs" in warnings[0] and "hunter2" not in warnings[0] and "admin:***@" in warnings[0]
+
+
+def test_a_failure_at_start_stops_the_run():
+    tracker = FailSafeTracker(FlakyTracker(fail_from=1), lambda message: None, "sync")
+    with pytest.raises(TrackingError, match="refused") as raised:
+        tracker.start(None, None)
+    assert "hunter2" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "text, masked",
+    [
+        ("http://admin:s3cret@host:5000/x", "http://admin:***@host:5000/x"),
+        ("postgresql+psycopg2://mlflow:p@ss@db/mlflow", "postgresql+psycopg2://mlflow:***@db/mlflow"),
+        ("error at https://u:p@h and https://v:q@i", "error at https://u:***@h and https://v:***@i"),
+        ("http://host:5000 has no password", "http://host:5000 has no password"),
+    ],
+)
+def test_credentials_are_masked_wherever_they_appear(text, masked):
+    assert mask_credentials(text) == masked
+
+
+@pytest.mark.parametrize(
+    "uri, expected",
+    [
+        ("ftp://host/x", "unsupported scheme 'ftp'"),
+        ("file:///tmp/mlruns", "file store is deprecated"),
+        ("./mlruns", "file store is deprecated"),
+        ("http://", "no host"),
+        ("sqlite:////no/such/folder/mlflow.db", "the folder /no/such/folder does not exist"),
+        ("http://a b", "not a URI"),
+        ("https://user:topsecret@" + "x" * 5000, "not a URI"),
+    ],
+)
+def test_unusable_tracking_uris_are_one_line_errors(uri, expected):
+    with pytest.raises(ConfigError, match=expected) as raised:
+        check_tracking_uri(uri)
+    assert "topsecret" not in str(raised.value) and len(str(raised.value)) < 400
+
+
+@pytest.mark.parametrize("uri", ["http://127.0.0.1:5000", "https://mlflow.example.com", "postgresql://u:p@db/m"])
+def test_usable_tracking_uris_pass(uri, tmp_path):
+    assert check_tracking_uri(uri) == uri
+    assert check_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
