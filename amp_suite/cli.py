@@ -16,9 +16,9 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from amp_suite.config import ConfigError, Matrix, load_matrix
-from amp_suite.config.loading import read_matrix_text
+from amp_suite.config import ConfigError, Matrix, load_matrix, read_matrix_text
 from amp_suite.outcome import ExitCode
+from amp_suite.rundir import RunDirectory
 from amp_suite.tracking.uri import check_tracking_uri, embedded_store_uri, mask_credentials
 
 app = typer.Typer(
@@ -142,16 +142,16 @@ def run(
         # Everything that needs no torch is checked first: bad input fails in a second.
         if tracking_uri is not None:
             check_tracking_uri(tracking_uri)
-        _check_out(out)
+        RunDirectory.check_writable(out)
         if experiment is not None and not 0 < len(experiment) <= MAX_EXPERIMENT_NAME:
             raise ConfigError(f"--experiment: give 1 to {MAX_EXPERIMENT_NAME} characters")
         selection = (_split("--workloads", workloads), _split("--precisions", precisions))
         path = resolve_matrix(matrix) if matrix is not None else None
         selected = load_matrix(path).select(*selection) if path is not None else None
-        resolved_device = resolve_device(device)
+        resolved_device = resolve_device(device)  # the first torch import: after the cheap checks
         if resolved_device == "cpu" and device is DeviceChoice.auto:
             say("No CUDA GPU is visible to PyTorch: running on the CPU.")
-        if path is None or selected is None:
+        if path is None:
             path = default_matrix(resolved_device)
             say(f"No --matrix given: running {path} for device {resolved_device}.")
             selected = load_matrix(path).select(*selection)
@@ -166,12 +166,6 @@ def run(
     for key, value in MLFLOW_HTTP_DEFAULTS.items():
         os.environ.setdefault(key, value)
     _run_matrix(selected, cells, text, out, tracking_uri, experiment or selected.name, resume)
-
-
-def _check_out(out: Path) -> None:
-    from amp_suite.rundir import RunDirectory
-
-    RunDirectory.check_writable(out)
 
 
 def deployment_environment() -> dict[str, object]:
@@ -190,7 +184,6 @@ def deployment_environment() -> dict[str, object]:
 def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, experiment: str, resume: bool) -> None:
     from amp_suite.display import RichDisplay, print_outcome, print_summary
     from amp_suite.jsonl import LineWriteError
-    from amp_suite.rundir import RunDirectory
     from amp_suite.runner import MatrixRunner
     from amp_suite.signals import signal_of, stop_on_signals
     from amp_suite.tracking import FailSafeTracker, TrackingError
@@ -242,8 +235,6 @@ def sync(
     """Upload run folders' records into MLflow: what an outage missed, or several boxes into one server.
 
     Idempotent: records already there are left alone, so a second sync adds nothing."""
-    from amp_suite.rundir import RunDirectory
-
     try:
         if tracking_uri is not None:
             check_tracking_uri(tracking_uri)
@@ -258,7 +249,7 @@ def sync(
         _sync_folder(RunDirectory(folder), tracking_uri)
 
 
-def _sync_folder(directory, tracking_uri: str | None) -> None:
+def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
     from contextlib import nullcontext
 
     from amp_suite.tracking import one_line

@@ -13,15 +13,12 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from amp_suite.config import CellSpec
+from amp_suite.config import CellSpec, Status
 from amp_suite.jsonl import append_line, read_objects
-
-# diverged: the cell ran, but a step produced inf/NaN outside GradScaler's skip-and-retry.
-Status = Literal["ok", "skipped", "failed", "diverged"]
 
 
 class CellRecord(BaseModel):

@@ -22,7 +22,13 @@ def test_recommendation_follows_the_capability_rule(capability, precision):
 
 @pytest.mark.parametrize(
     "flags, precision",
-    [({"avx512_bf16"}, "bf16"), ({"avx512_fp16"}, "fp32"), ({"amx_fp16"}, "fp16"), ({"amx_bf16", "amx_fp16"}, "bf16"), ({"avx2"}, "fp32")],
+    [
+        ({"avx512_bf16"}, "bf16"),
+        ({"avx512_fp16"}, "fp32"),
+        ({"amx_fp16"}, "fp16"),
+        ({"amx_bf16", "amx_fp16"}, "bf16"),
+        ({"avx2"}, "fp32"),
+    ],
 )
 def test_cpu_recommendation(flags, precision):
     assert recommend(cpu_caps("faked CPU", frozenset(flags))).precision == precision

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import http.server
+import socket
+import threading
+
 import pytest
 
 from amp_suite.config import ConfigError
 from amp_suite.tracking import FailSafeTracker, TrackingError
+from amp_suite.tracking.mlflow_store import MlflowStore
 from amp_suite.tracking.uri import check_tracking_uri, mask_credentials
 
 
@@ -86,3 +91,41 @@ def test_unusable_tracking_uris_are_one_line_errors(uri, expected):
 def test_usable_tracking_uris_pass(uri, tmp_path):
     assert check_tracking_uri(uri) == uri
     assert check_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+
+
+class _Answers(http.server.BaseHTTPRequestHandler):
+    status = 200
+    paths: list[str] = []
+
+    def do_GET(self):  # noqa: N802 (the http.server API)
+        type(self).paths.append(self.path)
+        self.send_response(self.status)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_server():
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Answers)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+
+
+@pytest.mark.parametrize("status", [200, 401])
+def test_the_reachability_check_asks_health_without_credentials_and_any_answer_will_do(http_server, status):
+    _Answers.status, _Answers.paths = status, []
+    port = http_server.server_address[1]
+    MlflowStore(f"http://admin:s3cret@127.0.0.1:{port}/prefix/").check_reachable()
+    assert _Answers.paths == ["/prefix/health"]
+
+
+def test_the_reachability_check_fails_fast_where_nothing_listens():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ConnectionError, match=f"no MLflow server answers at http://127.0.0.1:{port}"):
+        MlflowStore(f"http://127.0.0.1:{port}").check_reachable()

@@ -11,6 +11,7 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp16-noscale")
 # check can fail when small gradients flush to zero.
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp16-noscale"]
 Device = Literal["cuda", "cpu"]
+# diverged: the cell ran, but a step produced inf/NaN outside GradScaler's skip-and-retry.
 Status = Literal["ok", "skipped", "failed", "diverged"]
 
 

@@ -11,6 +11,7 @@ metric identical in key, timestamp, step and value).
 from __future__ import annotations
 
 import json
+import logging
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from amp_suite.jsonl import json_safe
 from amp_suite.results import CellRecord
@@ -46,8 +48,6 @@ class MlflowStore:
             from mlflow import MlflowClient, entities
         except ImportError as exc:
             raise RuntimeError(f"MLflow is not installed: pip install mlflow ({exc})") from exc
-        import logging
-
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # schema-migration chatter
         self._entities = entities
         self.client = MlflowClient(tracking_uri=tracking_uri)
@@ -59,8 +59,11 @@ class MlflowStore:
         after MLflow's retries. Any HTTP answer (even 401) proves the server is there."""
         if not is_server(self.uri):
             return
+        parts = urlsplit(self.uri)
+        netloc = parts.netloc.rsplit("@", 1)[-1]  # the health check needs no credentials
+        health = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", ""))
         try:
-            urllib.request.urlopen(self.uri.rstrip("/") + "/health", timeout=REACHABLE_TIMEOUT_S).close()
+            urllib.request.urlopen(health, timeout=REACHABLE_TIMEOUT_S).close()
         except urllib.error.HTTPError:
             return
         except (OSError, ValueError) as exc:
