@@ -260,9 +260,12 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
     # A folder gathered read-only can't be written by a run either: there is nothing to lock.
     writable = os.access(directory.path, os.W_OK)
     try:
+        store = MlflowStore(uri)
+        store.check_reachable()
+    except ConnectionError as exc:
+        raise fail(f"tracking store {uri} is not usable: {exc}") from None
+    try:
         with directory.locked("amp-suite sync") if writable else nullcontext():
-            store = MlflowStore(uri)
-            store.check_reachable()
             report = sync_run_dir(directory, store)
     except ConfigError as exc:
         raise fail(str(exc)) from None

@@ -72,14 +72,14 @@ class MatrixRunner:
             self.directory.invocations.start(invocation)
             self.display.begin(len(todo), len(records))
             records += self._run_cells(todo, invocation.invocation_id)
+            summary = summarize(records, self.matrix.parity)
+            outcome = judge(records, summary, self.matrix.expect)
+            self.tracker.finish(summary, outcome)
         except BaseException as exc:
-            outcome, why = _how_it_stopped(exc)
+            ending, why = _how_it_stopped(exc)
             self.tracker.abort(why)
-            self._end(invocation.invocation_id, outcome, why)
+            self._end(invocation.invocation_id, ending, why)
             raise
-        summary = summarize(records, self.matrix.parity)
-        outcome = judge(records, summary, self.matrix.expect)
-        self.tracker.finish(summary, outcome)
         self._end(invocation.invocation_id, "finished")
         return records, summary, outcome
 

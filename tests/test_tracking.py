@@ -127,5 +127,5 @@ def test_the_reachability_check_fails_fast_where_nothing_listens():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.raises(ConnectionError, match=f"no MLflow server answers at http://127.0.0.1:{port}"):
+    with pytest.raises(ConnectionError, match="no MLflow server answers there .*refused"):
         MlflowStore(f"http://127.0.0.1:{port}").check_reachable()

@@ -68,7 +68,7 @@ class MlflowStore:
             return
         except (OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise ConnectionError(f"no MLflow server answers at {self.uri} ({reason})") from None
+            raise ConnectionError(f"no MLflow server answers there ({reason})") from None
 
     # -- finding and creating runs ---------------------------------------------------------
 
