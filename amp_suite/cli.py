@@ -91,12 +91,15 @@ def default_matrix(device: str) -> Path:
 def resolve_matrix(given: Path) -> Path:
     """A path, or the name of a shipped matrix ("smoke", "failure-modes.yaml"): in a container
     the shipped ones live inside the package, not under the working directory."""
-    if given.exists():
-        return given
-    for candidate in (EXPERIMENTS_DIR / given.name, EXPERIMENTS_DIR / f"{given.name}.yaml"):
-        if candidate.is_file():
-            return candidate
-    return given  # load_matrix says it does not exist
+    try:
+        if given.exists():
+            return given
+        for candidate in (EXPERIMENTS_DIR / given.name, EXPERIMENTS_DIR / f"{given.name}.yaml"):
+            if candidate.is_file():
+                return candidate
+    except OSError:  # e.g. a name too long for the file system
+        pass
+    return given  # load_matrix says what is wrong with it
 
 
 def _split(option: str, values: Optional[str]) -> Optional[list[str]]:
@@ -187,7 +190,6 @@ def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, exper
     from amp_suite.runner import MatrixRunner
     from amp_suite.signals import signal_of, stop_on_signals
     from amp_suite.tracking import FailSafeTracker, TrackingError
-    from amp_suite.tracking.mlflow_store import MlflowStore
     from amp_suite.tracking.mlflow_tracker import MlflowTracker
 
     directory = RunDirectory(out)
@@ -195,9 +197,9 @@ def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, exper
     catch_up = f"amp-suite sync {out}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
     try:
         if tracking_uri is not None:  # before anything is written
-            MlflowStore(tracking_uri).check_reachable()
+            _open_store(tracking_uri, None).check_reachable()
         with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
-            store = MlflowStore(uri, artifact_root=None if tracking_uri else out / "mlartifacts")
+            store = _open_store(uri, None if tracking_uri else out / "mlartifacts")
             tracker = FailSafeTracker(MlflowTracker(store), display.warn, mask_credentials(catch_up))
             runner = MatrixRunner(matrix, cells, directory, tracker, display, resume, deployment_environment())
             records, summary, outcome = runner.run(experiment, text)
@@ -224,6 +226,17 @@ def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, exper
     raise typer.Exit(int(outcome.exit_code))
 
 
+def _open_store(uri: str, artifact_root: Path | None):
+    """The MLflow client; some stores connect at once (a database driver may be missing)."""
+    from amp_suite.tracking import TrackingError, one_line
+    from amp_suite.tracking.mlflow_store import MlflowStore
+
+    try:
+        return MlflowStore(uri, artifact_root)
+    except Exception as exc:
+        raise TrackingError(one_line(exc)) from exc
+
+
 @app.command()
 def sync(
     run_dirs: Annotated[list[Path], typer.Argument(help="Run folders (each with results.jsonl).", show_default=False)],
@@ -239,8 +252,8 @@ def sync(
         if tracking_uri is not None:
             check_tracking_uri(tracking_uri)
         for folder in run_dirs:
-            if not (folder / "results.jsonl").is_file():
-                raise ConfigError(f"{folder}: not a run folder (no results.jsonl)")
+            if not any((folder / name).is_file() for name in ("results.jsonl", "invocations.jsonl")):
+                raise ConfigError(f"{folder}: not a run folder (no results.jsonl or invocations.jsonl)")
     except ConfigError as exc:
         raise fail(str(exc)) from None
     for key, value in MLFLOW_HTTP_DEFAULTS.items():
@@ -254,22 +267,23 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
 
     from amp_suite.tracking import one_line
     from amp_suite.tracking.mlflow_store import MlflowStore
-    from amp_suite.tracking.sync import sync_run_dir
+    from amp_suite.tracking.sync import SyncReport, sync_run_dir
 
     uri = tracking_uri or embedded_store_uri(directory.path)
     # A folder gathered read-only can't be written by a run either: there is nothing to lock.
     writable = os.access(directory.path, os.W_OK)
+    report = SyncReport()
     try:
         store = MlflowStore(uri)
         store.check_reachable()
-    except ConnectionError as exc:
-        raise fail(f"tracking store {uri} is not usable: {exc}") from None
-    try:
         with directory.locked("amp-suite sync") if writable else nullcontext():
-            report = sync_run_dir(directory, store)
+            sync_run_dir(directory, store, report)
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    except Exception as exc:  # the store failed; what was synced stays, and sync can run again
+    except Exception as exc:
+        if not report.wrote_anything:  # e.g. not an MLflow server, or a store that won't open
+            raise fail(f"tracking store {uri} is not usable: {one_line(exc)}") from None
+        # What was synced stays, and sync can simply run again.
         raise fail(f"sync of {directory.path} into {uri} stopped: {one_line(exc)}", ExitCode.WRITE_FAILED) from None
     say(f"{directory.path} -> {uri}: {report.describe()}")
 

@@ -38,15 +38,18 @@ class InvocationStarted(_Line):
     matrix_text: str
     matrix_config: dict[str, Any]  # the resolved matrix (defaults filled in, selections applied)
     cells: int
+    reused: list[str] = []  # records an earlier run wrote that --resume counted in (their identity)
     host: str
     pid: int
 
     @classmethod
-    def now(cls, experiment: str, matrix_text: str, matrix_config: dict[str, Any], cells: int) -> InvocationStarted:
+    def now(
+        cls, experiment: str, matrix_text: str, matrix_config: dict[str, Any], cells: int, reused: list[str]
+    ) -> InvocationStarted:
         return cls(
             invocation_id=new_id(), at=utc_now(), experiment=experiment, matrix=matrix_config["name"],
-            matrix_text=matrix_text, matrix_config=matrix_config, cells=cells, host=socket.gethostname(),
-            pid=os.getpid(),
+            matrix_text=matrix_text, matrix_config=matrix_config, cells=cells, reused=reused,
+            host=socket.gethostname(), pid=os.getpid(),
         )  # fmt: skip
 
 

@@ -1,7 +1,7 @@
 """JSON Lines files that survive what goes wrong: whole lines or nothing; unreadable lines skipped.
 
-An append adds one complete line or leaves the file exactly as it was. Signals are held off
-while it writes (a handler that raises mid-write would cut the line), and a write that fails
+An append adds one complete line or leaves the file exactly as it was. Stop signals wait until
+it has written (a handler that raises mid-write would cut the line), and a write that fails
 part-way, as on a full disk, is cut back to the old size before the error is raised. Readers
 skip any line that is cut off, not UTF-8 or not a JSON object, and say how many they skipped.
 No torch here.
@@ -12,14 +12,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-# The signals the CLI turns into a clean stop; delivered as soon as the line is written.
-HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+from amp_suite.signals import signals_held
 
 
 class LineWriteError(OSError):
@@ -29,7 +25,7 @@ class LineWriteError(OSError):
 def append_line(path: Path, text: str) -> None:
     """Append `text` (one JSON document, no newline) as a line, flushed to disk."""
     data = text.encode() + b"\n"
-    with _signals_held():
+    with signals_held():
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         except OSError as exc:
@@ -52,15 +48,6 @@ def _write_whole(fd: int, data: bytes, path: Path) -> None:
     except OSError as exc:
         os.ftruncate(fd, size)  # shrinking needs no free space
         raise LineWriteError(exc.errno, f"cannot append to {path}: {exc.strerror}") from exc
-
-
-@contextmanager
-def _signals_held() -> Iterator[None]:
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def json_safe(value: Any) -> Any:

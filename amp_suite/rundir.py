@@ -21,6 +21,11 @@ from amp_suite.invocations import InvocationLog
 from amp_suite.results import ResultsFile
 
 LOCK_FILE = ".amp-suite.lock"
+# What a run writes into its folder: anything else under these names (a symlink to /dev/full, a
+# folder named results.jsonl) would hang, flood or crash the run later, so it is refused up front.
+EXPECTED_ENTRIES = {
+    "results.jsonl": "file", "invocations.jsonl": "file", "mlflow.db": "file", LOCK_FILE: "file", "logs": "folder",
+}  # fmt: skip
 
 
 class OutDirBusy(ConfigError):
@@ -46,9 +51,12 @@ class RunDirectory:
             raise ConfigError(f"{option} {path}: {existing} is not a folder")
         if not os.access(existing, os.W_OK | os.X_OK):
             raise ConfigError(f"{option} {path}: {existing} is not writable")
-        results = path / "results.jsonl"
-        if results.exists() and not os.access(results, os.W_OK):
-            raise ConfigError(f"{option} {path}: {results} is not writable")
+        for name, kind in EXPECTED_ENTRIES.items():
+            entry = path / name
+            if entry.exists() and not (entry.is_dir() if kind == "folder" else entry.is_file()):
+                raise ConfigError(f"{option} {path}: {entry} is not a {kind}")  # a device, a folder, ...
+            if entry.exists() and not os.access(entry, os.W_OK):
+                raise ConfigError(f"{option} {path}: {entry} is not writable")
 
     @contextmanager
     def locked(self, command: str) -> Iterator[None]:

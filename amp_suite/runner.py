@@ -65,11 +65,15 @@ class MatrixRunner:
 
     def run(self, experiment: str, matrix_text: str) -> tuple[list[CellRecord], list[SummaryRow], Outcome]:
         todo, records = self.plan()
-        invocation = InvocationStarted.now(experiment, matrix_text, self.matrix.model_dump(mode="json"), len(todo))
-        self.tracker.start(invocation, self.matrix)  # a store that can't be used stops us here
+        invocation = InvocationStarted.now(
+            experiment, matrix_text, self.matrix.model_dump(mode="json"), len(todo), [r.identity for r in records]
+        )
+        started = False
         try:
+            self.tracker.start(invocation, self.matrix)  # a store that can't be used stops us here
             self._close_orphans()
             self.directory.invocations.start(invocation)
+            started = True
             self.display.begin(len(todo), len(records))
             records += self._run_cells(todo, invocation.invocation_id)
             summary = summarize(records, self.matrix.parity)
@@ -77,8 +81,9 @@ class MatrixRunner:
             self.tracker.finish(summary, outcome)
         except BaseException as exc:
             ending, why = _how_it_stopped(exc)
-            self.tracker.abort(why)
-            self._end(invocation.invocation_id, ending, why)
+            self.tracker.abort(ending, why)
+            if started:
+                self._end(invocation.invocation_id, ending, why)
             raise
         self._end(invocation.invocation_id, "finished")
         return records, summary, outcome

@@ -1,9 +1,15 @@
-"""SIGTERM and SIGHUP stop a run the way Ctrl-C does.
+"""SIGTERM, SIGHUP and Ctrl-C stop a run cleanly, and never in the middle of a write.
 
 `docker stop`, Kubernetes and `timeout` send SIGTERM, a closed terminal SIGHUP. Python turns
-only SIGINT into an exception (KeyboardInterrupt); the others would end the process on the spot
-and leave the tracker's runs open forever. Here they raise `Stopped`, a KeyboardInterrupt, so
-every cleanup written for Ctrl-C runs for them too. The exit code is 128 + the signal's number.
+only SIGINT into an exception; the others would end the process on the spot and leave the
+tracker's runs open forever. Inside `stop_on_signals()` all three raise `Stopped`, a
+KeyboardInterrupt, so every cleanup written for Ctrl-C runs for them too; the exit code is
+128 + the signal's number.
+
+`signals_held()` defers that exception to the end of a block that must not be cut in half (a
+results line, an SQLite commit). Python runs signal handlers in the main thread between
+bytecodes, whichever thread the kernel delivered the signal to, so a flag checked by the
+handler is what holds them, not the thread's signal mask.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Stopped(KeyboardInterrupt):
@@ -21,23 +27,46 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+class _State:
+    held = 0  # depth of signals_held() blocks
+    pending: int | None = None  # a signal that arrived while held
+    stopping = False  # the first signal is being handled; later ones are ignored
+
+
 def signal_of(interrupt: KeyboardInterrupt) -> signal.Signals:
     return signal.Signals(getattr(interrupt, "signum", signal.SIGINT))
 
 
+def _handler(signum: int, frame: object) -> None:
+    if _State.stopping:
+        return  # the cleanup of the first stop must not be cut short by a second
+    if _State.held:
+        _State.pending = _State.pending or signum
+        return
+    _State.stopping = True
+    raise Stopped(signum)
+
+
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """Within the block, SIGTERM/SIGHUP raise Stopped in the main thread, once: a second one
-    while the first is being handled is ignored, so the cleanup itself is not cut short."""
-
-    def handler(signum: int, frame: object) -> None:
-        for other in STOP_SIGNALS:
-            signal.signal(other, signal.SIG_IGN)
-        raise Stopped(signum)
-
-    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+    previous = {signum: signal.signal(signum, _handler) for signum in STOP_SIGNALS}
+    _State.stopping, _State.pending = False, None
     try:
         yield
     finally:
         for signum, action in previous.items():
             signal.signal(signum, action)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """A stop signal that arrives inside the block takes effect when it ends."""
+    _State.held += 1
+    try:
+        yield
+    finally:
+        _State.held -= 1
+        if not _State.held and _State.pending is not None and not _State.stopping:
+            signum, _State.pending = _State.pending, None
+            _State.stopping = True
+            raise Stopped(signum)

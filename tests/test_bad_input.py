@@ -65,6 +65,7 @@ MATRIX_FILES = {
     "steps that would never end": (VALID.replace("steps: 4", "steps: 1000000000000"), "less than or equal to"),
     "name unfit for a file name": (VALID.replace("name: tiny", "name: ../../etc"), "name: String should match"),
     "value echoed huge": (VALID.replace("steps: 4", "steps: '" + "9" * 100_000 + "'"), "..."),
+    "a key given twice": (VALID + "steps: 5\n", "key 'steps' appears twice"),
 }
 
 
@@ -97,6 +98,10 @@ def test_an_endless_matrix_file(tmp_path):
         (["--precisions", "fp32,fp32"], "--precisions: names repeat"),
         (["--precisions", "fp8"], "--precisions: unknown ['fp8']"),
         (["--experiment", ""], "--experiment: give 1 to 256 characters"),
+        (["--matrix", "m" * 3000 + ".yaml"], "..."),
+        (["--tracking-uri", "sqlite://"], "name a database file"),
+        (["--tracking-uri", "sqlite:///."], "is not a file"),
+        (["--tracking-uri", "postgresql://u:pw@127.0.0.1:9/db"], "is not usable"),
     ],
 )
 def test_bad_options(tmp_path, args, expected):
@@ -107,8 +112,21 @@ def test_bad_options(tmp_path, args, expected):
     extra = [item for key, value in base.items() for item in (key, value)]
     extra += [a for a in args if a not in base and a not in base.values()]
     result = run_measured("run", *extra, cwd=tmp_path)
-    assert_refused(result, expected)
-    assert not (tmp_path / "out").exists()
+    assert_refused(result, expected, seconds=30, peak_mb=1500)  # a database URI loads MLflow first
+    assert len(result["stderr"]) < 600 and "pw@" not in result["stderr"]
+
+
+@pytest.mark.parametrize("entry", ["results.jsonl", "invocations.jsonl", "mlflow.db", "logs"])
+def test_what_the_out_folder_holds_must_be_what_a_run_writes(tmp_path, entry):
+    _write(tmp_path / "m.yaml", VALID)
+    out = tmp_path / "out"
+    out.mkdir()
+    if entry == "logs":
+        (out / entry).write_text("a file where the log folder goes")
+    else:
+        (out / entry).symlink_to("/dev/full")  # reading it would never end
+    result = run_measured("run", "--matrix", "m.yaml", "--out", str(out), cwd=tmp_path)
+    assert_refused(result, f"{out / entry} is not a {'folder' if entry == 'logs' else 'file'}")
 
 
 def test_a_password_in_a_bad_tracking_uri_is_never_echoed(tmp_path):
@@ -145,7 +163,7 @@ def test_outside_the_image_falling_back_to_the_cpu_is_announced(tmp_path, no_gpu
 
 def test_sync_refuses_what_is_not_a_run_folder(tmp_path):
     result = run_measured("sync", str(tmp_path), cwd=tmp_path)
-    assert_refused(result, "not a run folder (no results.jsonl)")
+    assert_refused(result, "not a run folder (no results.jsonl or invocations.jsonl)")
 
 
 def test_ui_on_all_interfaces_warns_that_the_store_has_no_login(tmp_path):

@@ -245,3 +245,17 @@ def test_a_results_file_on_a_read_only_folder_is_refused_before_anything_runs(tm
         assert done.stderr.count("\n") == 1 and "is not writable" in done.stderr
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_sync_closes_what_a_run_killed_before_its_first_record_left_open(tmp_path):
+    matrix = _matrix(tmp_path, name="early", steps=3000, precisions=["fp32"], workloads=[SLOW])
+    out = tmp_path / "out"
+    run = start_amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--device", "cpu", cwd=tmp_path)
+    wait_for(lambda: (out / "logs" / "mlp_bs8_seed0_fp32.log").exists(), 120, "the first cell to start")
+    run.kill()
+    run.wait(timeout=30)
+    assert not (out / "results.jsonl").exists() and "RUNNING" in _statuses(out, "early").values()
+    done = amp_suite("sync", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 run(s) left open closed as KILLED" in done.stdout
+    assert set(_statuses(out, "early").values()) == {"KILLED"}

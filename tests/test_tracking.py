@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import http.server
+import os
+import signal
 import socket
 import threading
+import time
 
 import pytest
 
 from amp_suite.config import ConfigError
+from amp_suite.signals import Stopped, stop_on_signals
 from amp_suite.tracking import FailSafeTracker, TrackingError
 from amp_suite.tracking.mlflow_store import MlflowStore
 from amp_suite.tracking.uri import check_tracking_uri, mask_credentials
@@ -43,7 +47,7 @@ def test_after_one_failure_the_tracker_is_not_called_again_and_one_warning_says_
     for _ in range(5):
         tracker.start_cell(_Spec(), "r3")
         tracker.finish(None, None)
-    tracker.abort("stopped")
+    tracker.abort("interrupted", "stopped")
     assert inner.calls == 3  # ... and nothing after it reaches the dead store
     assert len(warnings) == 1
     assert "amp-suite sync runs" in warnings[0] and "hunter2" not in warnings[0] and "admin:***@" in warnings[0]
@@ -129,3 +133,29 @@ def test_the_reachability_check_fails_fast_where_nothing_listens():
         port = probe.getsockname()[1]
     with pytest.raises(ConnectionError, match="no MLflow server answers there .*refused"):
         MlflowStore(f"http://127.0.0.1:{port}").check_reachable()
+
+
+class SignalledMidCall:
+    """A tracker whose calls receive SIGTERM half-way, as a store does mid-commit."""
+
+    def __init__(self) -> None:
+        self.finished: list[str] = []
+
+    def start(self, invocation, matrix) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # the rest of the commit
+        self.finished.append("start")
+
+    def abort(self, ending, why) -> None:
+        self.finished.append(f"abort after {ending}")
+
+
+def test_a_stop_signal_waits_for_the_tracker_call_to_finish():
+    inner = SignalledMidCall()
+    tracker = FailSafeTracker(inner, lambda message: None, "sync")
+    with pytest.raises(Stopped), stop_on_signals():
+        try:
+            tracker.start(None, None)
+        finally:
+            tracker.abort("interrupted", "stopped by SIGTERM")
+    assert inner.finished == ["start", "abort after interrupted"]

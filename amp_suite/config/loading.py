@@ -16,30 +16,35 @@ def load_matrix(path: Path) -> Matrix:
     """Read and validate a matrix file; every problem becomes one ConfigError line."""
     data = _parse_yaml(path, read_matrix_text(path))
     if not isinstance(data, dict):
-        raise ConfigError(f"matrix {path}: expected a mapping of keys at the top, got {type(data).__name__}")
+        raise ConfigError(f"matrix {_shown(path)}: expected a mapping of keys at the top, got {type(data).__name__}")
     try:
         return Matrix.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"matrix {path}: {describe_validation_error(exc)}") from None
+        raise ConfigError(f"matrix {_shown(path)}: {describe_validation_error(exc)}") from None
+
+
+def _shown(path: Path) -> str:
+    return shorten(str(path), 200)
 
 
 def read_matrix_text(path: Path) -> str:
     """At most MAX_MATRIX_BYTES of UTF-8: a device file or a huge file can't stall or flood us."""
-    if path.is_dir():
-        raise ConfigError(f"matrix {path}: is a folder, not a file")
     try:
+        if path.is_dir():
+            raise ConfigError(f"matrix {_shown(path)}: is a folder, not a file")
         with path.open("rb") as handle:
             data = handle.read(MAX_MATRIX_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigError(f"matrix {path}: no such file") from None
+        raise ConfigError(f"matrix {_shown(path)}: no such file") from None
     except OSError as exc:
-        raise ConfigError(f"matrix {path}: cannot read ({exc.strerror})") from None
+        raise ConfigError(f"matrix {_shown(path)}: cannot read ({exc.strerror})") from None
     if len(data) > MAX_MATRIX_BYTES:
-        raise ConfigError(f"matrix {path}: larger than {MAX_MATRIX_BYTES >> 20} MiB; a matrix file is a few lines")
+        limit = MAX_MATRIX_BYTES >> 20
+        raise ConfigError(f"matrix {_shown(path)}: larger than {limit} MiB; a matrix file is a few lines")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError(f"matrix {path}: not UTF-8 text (is it a YAML file?)") from None
+        raise ConfigError(f"matrix {_shown(path)}: not UTF-8 text (is it a YAML file?)") from None
 
 
 def _parse_yaml(path: Path, text: str) -> object:
@@ -52,13 +57,13 @@ def _parse_yaml(path: Path, text: str) -> object:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
         problem = getattr(exc, "problem", None) or "unparseable"
-        raise ConfigError(f"matrix {path}: malformed YAML{at}: {shorten(problem, 100)}") from None
-    except _TooLarge as exc:
-        raise ConfigError(f"matrix {path}: {exc}") from None
+        raise ConfigError(f"matrix {_shown(path)}: malformed YAML{at}: {shorten(problem, 100)}") from None
+    except _NotAMatrix as exc:
+        raise ConfigError(f"matrix {_shown(path)}: {exc}") from None
 
 
-class _TooLarge(Exception):
-    pass
+class _NotAMatrix(Exception):
+    """The YAML can't be a matrix: too large once expanded, recursive, or with a repeated key."""
 
 
 def _check_expanded_size(root: yaml.Node) -> None:
@@ -72,9 +77,10 @@ def _check_expanded_size(root: yaml.Node) -> None:
         if key in sizes:
             return sizes[key]
         if key in in_progress:
-            raise _TooLarge("a YAML alias refers to itself")
+            raise _NotAMatrix("a YAML alias refers to itself")
         in_progress.add(key)
         if isinstance(node, yaml.MappingNode):
+            _check_unique_keys(node)
             total = 1 + sum(size(k) + size(v) for k, v in node.value)
         elif isinstance(node, yaml.SequenceNode):
             total = 1 + sum(size(item) for item in node.value)
@@ -82,11 +88,21 @@ def _check_expanded_size(root: yaml.Node) -> None:
             total = 1
         in_progress.discard(key)
         if total > MAX_YAML_NODES:
-            raise _TooLarge(f"expands to more than {MAX_YAML_NODES:,} YAML nodes (aliases included)")
+            raise _NotAMatrix(f"expands to more than {MAX_YAML_NODES:,} YAML nodes (aliases included)")
         sizes[key] = total
         return total
 
     size(root)
+
+
+def _check_unique_keys(node: yaml.MappingNode) -> None:
+    """YAML would keep the last of two equal keys without a word; a typo'd override is a bug."""
+    seen: set[str] = set()
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+            if key.value in seen:
+                raise _NotAMatrix(f"key {shorten(key.value, 40)!r} appears twice (line {key.start_mark.line + 1})")
+            seen.add(key.value)
 
 
 def describe_validation_error(exc: ValidationError) -> str:
@@ -96,9 +112,9 @@ def describe_validation_error(exc: ValidationError) -> str:
     loc = [shorten(str(part), 40) for part in first["loc"] if part not in WORKLOADS][:8]
     if first["type"] == "union_tag_invalid":
         loc.append("workload")
-    location = ".".join(loc) or "matrix"
+    location = ".".join(loc)
     message = shorten(first["msg"].removeprefix("Value error, "), 300)
     got = first.get("input")
     shown = "" if first["type"] in ("missing",) or isinstance(got, (dict, list)) else f" (got {shorten(repr(got), 60)})"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    return f"{location}: {message}{shown}{more}"
+    return f"{location}: {message}{shown}{more}" if location else f"{message}{shown}{more}"

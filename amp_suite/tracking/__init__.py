@@ -16,6 +16,7 @@ from amp_suite.config import CellSpec, Matrix
 from amp_suite.invocations import Invocation, InvocationStarted
 from amp_suite.outcome import Outcome
 from amp_suite.results import CellRecord
+from amp_suite.signals import signals_held
 from amp_suite.summary import SummaryRow
 from amp_suite.tracking.uri import mask_credentials
 
@@ -38,8 +39,8 @@ class Tracker(Protocol):
 
     def finish(self, summary: Sequence[SummaryRow], outcome: Outcome) -> None: ...
 
-    def abort(self, why: str) -> None:
-        """Mark whatever is open as killed, saying why."""
+    def abort(self, ending: str, why: str) -> None:
+        """Mark whatever is open as killed, saying how the run ended and why."""
 
 
 class FailSafeTracker:
@@ -54,7 +55,8 @@ class FailSafeTracker:
 
     def start(self, invocation: InvocationStarted, matrix: Matrix) -> None:
         try:
-            self.tracker.start(invocation, matrix)
+            with signals_held():
+                self.tracker.start(invocation, matrix)
         except Exception as exc:
             raise TrackingError(mask_credentials(one_line(exc))) from exc
 
@@ -71,14 +73,17 @@ class FailSafeTracker:
     def finish(self, summary: Sequence[SummaryRow], outcome: Outcome) -> None:
         self._call("log the summary", self.tracker.finish, summary, outcome)
 
-    def abort(self, why: str) -> None:
-        self._call("mark the interrupted runs killed", self.tracker.abort, why)
+    def abort(self, ending: str, why: str) -> None:
+        self._call("mark the interrupted runs killed", self.tracker.abort, ending, why)
 
     def _call(self, what: str, action: Callable[..., Any], *args: Any) -> Any:
         if self.broken:
             return None
         try:
-            return action(*args)
+            # A stop signal waits for the call to end: cut off mid-commit, an SQLite store stays
+            # locked and the runs it should close stay RUNNING.
+            with signals_held():
+                return action(*args)
         except Exception as exc:  # the record is in results.jsonl already: say so once, then stop calling
             self.broken = True
             self.warn(

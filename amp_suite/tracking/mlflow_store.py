@@ -148,9 +148,9 @@ class MlflowStore:
         self._batch(run_id, tags={**(tags or {}), TAG_COMPLETE: "true"})
         self.client.set_terminated(run_id, status)
 
-    def close(self, run_id: str, status: str, why: str) -> None:
+    def close(self, run_id: str, status: str, why: str, tags: dict[str, Any] | None = None) -> None:
         """End a run that was interrupted, saying why (it stays incomplete: sync may fill it in)."""
-        self._batch(run_id, tags={TAG_ENDED_BY: why})
+        self._batch(run_id, tags={**(tags or {}), TAG_ENDED_BY: why})
         self.client.set_terminated(run_id, status)
 
     def _batch(self, run_id, params=None, tags=None, metrics=(), timestamp=None) -> None:

@@ -58,9 +58,10 @@ class MlflowTracker:
         self.store.log_summary(self.parent_id, summary, self.invocation.at)
         self.store.complete(self.parent_id, "FINISHED", {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
 
-    def abort(self, why: str) -> None:
-        for run_id in (self.open_cell, self.parent_id):
-            if run_id is not None:
-                self.store.close(run_id, "KILLED", why)
+    def abort(self, ending: str, why: str) -> None:
+        if self.open_cell is not None:
+            self.store.close(self.open_cell, "KILLED", why)
+        if self.parent_id is not None:
+            self.store.close(self.parent_id, "KILLED", why, {"outcome": ending})
         self.open_cell = None
 

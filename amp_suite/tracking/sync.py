@@ -40,6 +40,10 @@ class SyncReport:
     parents: int = 0  # parent runs created or completed
     closed: int = 0  # runs left RUNNING by an invocation that did not finish, now KILLED
 
+    @property
+    def wrote_anything(self) -> bool:
+        return bool(self.added or self.completed or self.parents or self.closed)
+
     def describe(self) -> str:
         return (
             f"{self.records} records: {self.added} added, {self.completed} completed, {self.present} already there;"
@@ -47,7 +51,8 @@ class SyncReport:
         )
 
 
-def sync_run_dir(directory: RunDirectory, store: MlflowStore) -> SyncReport:
+def sync_run_dir(directory: RunDirectory, store: MlflowStore, report: SyncReport) -> None:
+    """Fills `report` as it goes, so a caller whose store failed part-way knows what was written."""
     records, _ = directory.results.read()
     invocations = {invocation.invocation_id: invocation for invocation in directory.invocations.read()}
     groups: dict[str, list[CellRecord]] = {}
@@ -55,10 +60,13 @@ def sync_run_dir(directory: RunDirectory, store: MlflowStore) -> SyncReport:
         groups.setdefault(record.invocation_id or f"legacy-{record.matrix}", []).append(record)
     # Invocations stopped before their first record may still have left a run open.
     groups.update({key: [] for key, inv in invocations.items() if key not in groups and not inv.finished})
-    report = SyncReport(records=len(records))
+    report.records = len(records)
+    by_identity = {record.identity: record for record in records}
     for key, group in groups.items():
-        _InvocationSync(store, directory, report, key, invocations.get(key), group).run()
-    return report
+        invocation = invocations.get(key)
+        # A resumed run's summary also counted the records it reused from earlier runs.
+        reused = [by_identity[r] for r in (invocation.started.reused if invocation else []) if r in by_identity]
+        _InvocationSync(store, directory, report, key, invocation, group, reused).run()
 
 
 class _InvocationSync:
@@ -66,10 +74,10 @@ class _InvocationSync:
 
     def __init__(
         self, store: MlflowStore, directory: RunDirectory, report: SyncReport, key: str,
-        invocation: Invocation | None, records: list[CellRecord],
+        invocation: Invocation | None, records: list[CellRecord], reused: list[CellRecord],
     ) -> None:  # fmt: skip
         self.store, self.directory, self.report = store, directory, report
-        self.key, self.invocation, self.records = key, invocation, records
+        self.key, self.invocation, self.records, self.reused = key, invocation, records, reused
         self.written: set[str] = set()  # run ids completed by this sync
 
     def run(self) -> None:
@@ -116,15 +124,16 @@ class _InvocationSync:
 
     def _complete_parent(self, parent_id: str) -> None:
         matrix = _matrix(self.invocation)
-        summary = summarize(self.records, matrix.parity if matrix else None)
-        outcome = judge(self.records, summary, matrix.expect if matrix else ())
+        everything = self.reused + self.records
+        summary = summarize(everything, matrix.parity if matrix else None)
         stamp = self.invocation.started.at if self.invocation else self.records[0].started_at
         self.store.log_summary(parent_id, summary, stamp)
-        tags = {"outcome": outcome.label, "exit_code": int(outcome.exit_code)}
         if self.invocation is None or self.invocation.finished:
-            self.store.complete(parent_id, "FINISHED", tags)
-        else:
-            self.store.complete(parent_id, "KILLED", {**tags, TAG_ENDED_BY: self._why()})
+            outcome = judge(everything, summary, matrix.expect if matrix else ())
+            self.store.complete(parent_id, "FINISHED", {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
+        else:  # it did not get to judge its matrix: say how it ended instead
+            ending = self.invocation.ended.outcome if self.invocation.ended else "killed"
+            self.store.complete(parent_id, "KILLED", {"outcome": ending, TAG_ENDED_BY: self._why()})
         self.written.add(parent_id)
         self.report.parents += 1
 

@@ -50,7 +50,16 @@ def check_tracking_uri(uri: str) -> str:
     if scheme in ("http", "https") and not urlsplit(uri).hostname:
         raise ConfigError(f"--tracking-uri {shown}: no host")
     if scheme == "sqlite":
-        folder = Path(uri.removeprefix("sqlite:///")).parent if uri.startswith("sqlite:///") else None
-        if folder is not None and not folder.is_dir():
-            raise ConfigError(f"--tracking-uri {shown}: the folder {folder} does not exist")
+        _check_sqlite_file(uri, shown)
     return uri
+
+
+def _check_sqlite_file(uri: str, shown: str) -> None:
+    database = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else ""
+    if database in ("", ":memory:"):  # MLflow would take it, and everything logged would vanish
+        raise ConfigError(f"--tracking-uri {shown}: name a database file, e.g. sqlite:///path/to/mlflow.db")
+    path = Path(database)
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"--tracking-uri {shown}: {path} is not a file")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--tracking-uri {shown}: the folder {path.parent} does not exist")
