@@ -21,7 +21,7 @@ from amp_suite.hardware import probe
 from amp_suite.loop import Trainer
 from amp_suite.measure import PeakMemory, make_step_timer, step_stats
 from amp_suite.precision import PrecisionPolicy, make_policy, observed_matmul_dtype
-from amp_suite.results import CellRecord, utc_now
+from amp_suite.results import CellRecord, describe_error, utc_now
 from amp_suite.workloads import Workload, build_workload
 from amp_suite.workloads.base import LoadedData
 
@@ -53,7 +53,8 @@ def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
         return CellRecord.for_spec(spec, status, reason, duration_s=time.perf_counter() - clock, **fields)
     except Exception as exc:  # a failing cell is recorded and the matrix goes on
         traceback.print_exc()  # to the cell's log; the record gets one line
-        return CellRecord.for_spec(spec, "failed", describe(exc), duration_s=time.perf_counter() - clock, **fields)
+        reason = describe_error(exc, limit=500)
+        return CellRecord.for_spec(spec, "failed", reason, duration_s=time.perf_counter() - clock, **fields)
 
 
 @dataclass
@@ -184,9 +185,3 @@ def cudnn_autotune(device: torch.device) -> Iterator[None]:
     finally:
         torch.backends.cudnn.benchmark = saved
 
-
-def describe(exc: BaseException) -> str:
-    """One line for the record; the full traceback goes to the cell's log."""
-    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    text = f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__
-    return text[:500]

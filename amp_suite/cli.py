@@ -196,10 +196,11 @@ def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, exper
     uri = tracking_uri or embedded_store_uri(out)
     catch_up = f"amp-suite sync {out}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
     try:
-        if tracking_uri is not None:  # before anything is written
-            _open_store(tracking_uri, None).check_reachable()
+        store = _open_store(tracking_uri, None) if tracking_uri else None
+        if store is not None:
+            store.check_reachable()  # before anything is written
         with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
-            store = _open_store(uri, None if tracking_uri else out / "mlartifacts")
+            store = store or _open_store(uri, out / "mlartifacts")  # the embedded store lives in --out
             tracker = FailSafeTracker(MlflowTracker(store), display.warn, mask_credentials(catch_up))
             runner = MatrixRunner(matrix, cells, directory, tracker, display, resume, deployment_environment())
             records, summary, outcome = runner.run(experiment, text)
@@ -228,13 +229,14 @@ def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, exper
 
 def _open_store(uri: str, artifact_root: Path | None):
     """The MLflow client; some stores connect at once (a database driver may be missing)."""
-    from amp_suite.tracking import TrackingError, one_line
+    from amp_suite.results import describe_error
+    from amp_suite.tracking import TrackingError
     from amp_suite.tracking.mlflow_store import MlflowStore
 
     try:
         return MlflowStore(uri, artifact_root)
     except Exception as exc:
-        raise TrackingError(one_line(exc)) from exc
+        raise TrackingError(describe_error(exc)) from exc
 
 
 @app.command()
@@ -265,7 +267,7 @@ def sync(
 def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
     from contextlib import nullcontext
 
-    from amp_suite.tracking import one_line
+    from amp_suite.results import describe_error
     from amp_suite.tracking.mlflow_store import MlflowStore
     from amp_suite.tracking.sync import SyncReport, sync_run_dir
 
@@ -282,9 +284,10 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
         raise fail(str(exc)) from None
     except Exception as exc:
         if not report.wrote_anything:  # e.g. not an MLflow server, or a store that won't open
-            raise fail(f"tracking store {uri} is not usable: {one_line(exc)}") from None
+            raise fail(f"tracking store {uri} is not usable: {describe_error(exc)}") from None
         # What was synced stays, and sync can simply run again.
-        raise fail(f"sync of {directory.path} into {uri} stopped: {one_line(exc)}", ExitCode.WRITE_FAILED) from None
+        stopped = f"sync of {directory.path} into {uri} stopped: {describe_error(exc)}"
+        raise fail(stopped, ExitCode.WRITE_FAILED) from None
     say(f"{directory.path} -> {uri}: {report.describe()}")
 
 

@@ -113,6 +113,13 @@ class CellRecord(BaseModel):
         return hashlib.sha256(f"{self.cell_id} {self.config_hash} {self.started_at}".encode()).hexdigest()[:16]
 
 
+def describe_error(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one bounded line for a record or a message; tracebacks go to logs."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text[:limit]
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

@@ -15,10 +15,10 @@ from amp_suite.config import CellSpec, Matrix
 from amp_suite.invocations import Ending, InvocationStarted, new_id
 from amp_suite.jsonl import LineWriteError
 from amp_suite.outcome import Outcome, judge
-from amp_suite.results import CellRecord
+from amp_suite.results import CellRecord, describe_error
 from amp_suite.rundir import RunDirectory
 from amp_suite.summary import SummaryRow, summarize
-from amp_suite.tracking import Tracker, one_line
+from amp_suite.tracking import Tracker
 from amp_suite.worker import cell_context, run_isolated
 from amp_suite.workloads import WORKLOAD_MODULES
 
@@ -137,4 +137,4 @@ def _how_it_stopped(exc: BaseException) -> tuple[Ending, str]:
     if isinstance(exc, KeyboardInterrupt):
         name = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
         return "interrupted", f"amp-suite was stopped by {name}"
-    return "stopped", f"amp-suite stopped: {one_line(exc)}"
+    return "stopped", f"amp-suite stopped: {describe_error(exc)}"

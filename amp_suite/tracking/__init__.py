@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from amp_suite.config import CellSpec, Matrix
 from amp_suite.invocations import Invocation, InvocationStarted
 from amp_suite.outcome import Outcome
-from amp_suite.results import CellRecord
+from amp_suite.results import CellRecord, describe_error
 from amp_suite.signals import signals_held
 from amp_suite.summary import SummaryRow
 from amp_suite.tracking.uri import mask_credentials
@@ -58,7 +58,7 @@ class FailSafeTracker:
             with signals_held():
                 self.tracker.start(invocation, matrix)
         except Exception as exc:
-            raise TrackingError(mask_credentials(one_line(exc))) from exc
+            raise TrackingError(mask_credentials(describe_error(exc))) from exc
 
     def close_orphans(self, invocations: Sequence[Invocation]) -> None:
         if invocations:
@@ -87,14 +87,9 @@ class FailSafeTracker:
         except Exception as exc:  # the record is in results.jsonl already: say so once, then stop calling
             self.broken = True
             self.warn(
-                f"tracking: could not {what} ({mask_credentials(one_line(exc))}); tracking is off for the rest "
+                f"tracking: could not {what} ({mask_credentials(describe_error(exc))}); tracking is off for the rest "
                 f"of this run and measuring goes on. results.jsonl has every record: `{self.catch_up}` "
                 "uploads them later."
             )
             return None
 
-
-def one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    return text[:300]

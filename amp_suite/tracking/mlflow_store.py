@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from amp_suite.invocations import InvocationStarted
 from amp_suite.jsonl import json_safe
 from amp_suite.results import CellRecord
 from amp_suite.summary import SummaryRow
@@ -99,6 +100,14 @@ class MlflowStore:
         self._batch(run_id, params=params)
         return run_id
 
+    def create_invocation_run(self, experiment_id: str, started: InvocationStarted) -> str:
+        """The parent run of an invocation: named for its matrix and start, with the matrix."""
+        stamp = started.at[:19].replace("-", "").replace(":", "").replace("T", "-")
+        params = matrix_params(started.matrix_config)
+        run_id = self.create_parent(experiment_id, started.invocation_id, f"{started.matrix}-{stamp}", params)
+        self.client.log_text(run_id, started.matrix_text, "matrix.yaml")
+        return run_id
+
     def create_child(self, experiment_id: str, parent_id: str | None, invocation_id: str, record_id: str, cell_id: str):
         tags = {TAG_INVOCATION: invocation_id, TAG_RECORD: record_id, "cell_id": cell_id}
         if parent_id is not None:
@@ -127,9 +136,6 @@ class MlflowStore:
             self.client.log_dict(run_id, record.dtype_audit, "dtype_audit.json")
         if log_file is not None and log_file.is_file():
             self.client.log_artifact(run_id, str(log_file), "logs")
-
-    def log_matrix_text(self, run_id: str, matrix_text: str) -> None:
-        self.client.log_text(run_id, matrix_text, "matrix.yaml")
 
     def log_summary(self, run_id: str, summary: Sequence[SummaryRow], stamp: str) -> None:
         metrics, tags = [], {}

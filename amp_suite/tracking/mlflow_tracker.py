@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from amp_suite.invocations import Invocation, InvocationStarted
 from amp_suite.outcome import Outcome
 from amp_suite.results import CellRecord
 from amp_suite.summary import SummaryRow
-from amp_suite.tracking.mlflow_store import RUN_STATUS, MlflowStore, matrix_params
+from amp_suite.tracking.mlflow_store import RUN_STATUS, MlflowStore
 
 
 class MlflowTracker:
@@ -25,10 +24,7 @@ class MlflowTracker:
     def start(self, invocation: InvocationStarted, matrix: Matrix) -> None:
         self.invocation = invocation
         self.experiment_id = self.store.experiment_id(invocation.experiment)
-        name = f"{matrix.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        params = matrix_params(invocation.matrix_config)
-        self.parent_id = self.store.create_parent(self.experiment_id, invocation.invocation_id, name, params)
-        self.store.log_matrix_text(self.parent_id, invocation.matrix_text)
+        self.parent_id = self.store.create_invocation_run(self.experiment_id, invocation)
 
     def close_orphans(self, invocations: Sequence[Invocation]) -> None:
         for invocation in invocations:

@@ -27,7 +27,6 @@ from amp_suite.tracking.mlflow_store import (
     TAG_ENDED_BY,
     TAG_RECORD,
     MlflowStore,
-    matrix_params,
 )
 
 
@@ -116,11 +115,7 @@ class _InvocationSync:
     def _create_parent(self, experiment_id: str) -> str:
         if self.invocation is None:  # records written before invocations.jsonl existed
             return self.store.create_parent(experiment_id, self.key, f"{self.records[0].matrix}-synced", {})
-        started = self.invocation.started
-        name = f"{started.matrix}-{started.at[:19].replace('-', '').replace(':', '').replace('T', '-')}"
-        run_id = self.store.create_parent(experiment_id, self.key, name, matrix_params(started.matrix_config))
-        self.store.log_matrix_text(run_id, started.matrix_text)
-        return run_id
+        return self.store.create_invocation_run(experiment_id, self.invocation.started)
 
     def _complete_parent(self, parent_id: str) -> None:
         matrix = _matrix(self.invocation)
