@@ -19,6 +19,7 @@ from amp_suite.diagnostics.nonfinite import first_nonfinite_step, first_site, wa
 from amp_suite.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.hardware import probe
 from amp_suite.loop import Trainer
+from amp_suite.machine import Machine
 from amp_suite.measure import PeakMemory, make_step_timer, step_stats
 from amp_suite.precision import PrecisionPolicy, make_policy, observed_matmul_dtype
 from amp_suite.results import CellRecord, describe_error, utc_now
@@ -40,7 +41,8 @@ def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
     fields: dict[str, Any] = {"started_at": started}
     try:
         caps = probe(device)
-        fields.update(device_name=caps.name, environment=environment.collect(device, caps))
+        env = environment.collect(device, caps)
+        fields.update(device_name=caps.name, environment=env, machine=Machine.describe(caps, env))
         policy = make_policy(spec.precision, device.type)  # for the check and the global numerics
         unsupported = policy.unsupported_reason(caps)
         if unsupported and not spec.force:
@@ -184,4 +186,3 @@ def cudnn_autotune(device: torch.device) -> Iterator[None]:
         yield
     finally:
         torch.backends.cudnn.benchmark = saved
-

@@ -46,6 +46,12 @@ MLFLOW_HTTP_DEFAULTS = {
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
 MAX_EXPERIMENT_NAME = 256
+REPORT_FORMATS = ("html", "md", "json")
+
+
+class BaselineChoice(str, Enum):
+    fp32 = "fp32"
+    tf32 = "tf32"
 
 
 class DeviceChoice(str, Enum):
@@ -202,7 +208,9 @@ def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, exper
         with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
             store = store or _open_store(uri, out / "mlartifacts")  # the embedded store lives in --out
             tracker = FailSafeTracker(MlflowTracker(store), display.warn, mask_credentials(catch_up))
-            runner = MatrixRunner(matrix, cells, directory, tracker, display, resume, deployment_environment())
+            runner = MatrixRunner(
+                matrix, cells, directory, tracker, display, resume, deployment_environment(), _reporter(out)
+            )
             records, summary, outcome = runner.run(experiment, text)
     except ConfigError as exc:  # the folder is busy or can't be written
         raise fail(str(exc)) from None
@@ -222,9 +230,22 @@ def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, exper
         ) from None
     kinds = sorted({r.peak_memory_kind for r in records if r.peak_memory_kind})
     print_summary(console, summary, f"{matrix.name}: {len(records)} cells", ", ".join(kinds) or None)
-    say(f"Results: {directory.results.path}   MLflow: {uri}   (amp-suite ui --out {out})")
+    say(f"Results: {directory.results.path}   Report: {out / 'report' / 'report.html'}")
+    say(f"MLflow: {uri}   (amp-suite ui --out {out})")
     print_outcome(console, outcome)
     raise typer.Exit(int(outcome.exit_code))
+
+
+def _reporter(out: Path):
+    """Writes the finished matrix's report into <out>/report (the tracker logs it to the parent)."""
+
+    def write(records) -> Path:
+        from amp_suite.report import load_references, make_report
+
+        make_report(records, load_references(None), "fp32", [str(out)], 0, out / "report", REPORT_FORMATS)
+        return out / "report"
+
+    return write
 
 
 def _open_store(uri: str, artifact_root: Path | None):
@@ -289,6 +310,76 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
         stopped = f"sync of {directory.path} into {uri} stopped: {describe_error(exc)}"
         raise fail(stopped, ExitCode.WRITE_FAILED) from None
     say(f"{directory.path} -> {uri}: {report.describe()}")
+
+
+@app.command()
+def report(
+    sources: Annotated[
+        list[str],
+        typer.Argument(
+            help="Run folders, results.jsonl files, or MLflow experiment names (with --tracking-uri).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Optional[Path], typer.Option(help="Folder for the report [default: <the run folder>/report, else ./report]")
+    ] = None,
+    formats: Annotated[str, typer.Option("--format", help="Comma-separated: html, md, json.")] = "html,md,json",
+    baseline: Annotated[BaselineChoice, typer.Option(help="What speedups divide by.")] = BaselineChoice.fp32,
+    references: Annotated[
+        Optional[str], typer.Option(help="A shipped reference set's name or a YAML file [default: every shipped set]")
+    ] = None,
+    tracking_uri: Annotated[
+        Optional[str], typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow store to read experiments from.")
+    ] = None,
+) -> None:
+    """Tables, figures, published references and the article's claims from records of one or many machines.
+
+    Machines (device model and software stack) are never merged: each is its own column."""
+    from amp_suite.report import load_references, make_report
+    from amp_suite.report.sources import check_sources, gather
+
+    try:
+        chosen = _split("--format", formats) or []
+        unknown = [f for f in chosen if f not in REPORT_FORMATS]
+        if unknown:
+            raise ConfigError(f"--format: unknown {[u[:20] for u in unknown[:5]]}; choose from {list(REPORT_FORMATS)}")
+        if tracking_uri is not None:
+            check_tracking_uri(tracking_uri)
+        check_sources(sources, tracking_uri)
+        destination = out or _report_folder(sources)
+        RunDirectory.check_writable(destination)
+        published = load_references(references)
+        gathered = gather(sources, tracking_uri)
+        if not gathered.records:
+            raise ConfigError(f"no records in {', '.join(s[:200] for s in sources)}: nothing to report")
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except ConnectionError as exc:
+        raise fail(f"tracking store {tracking_uri} is not usable: {exc}") from None
+    done, written = make_report(
+        gathered.records, published, baseline.value, sources, gathered.unreadable, destination, chosen
+    )
+    verdicts = _counts(c.verdict for c in done.claims)
+    matched = _counts(r.verdict for r in done.references)
+    say(f"{done.records} records, {len(done.machines)} machine(s): {', '.join(m.label for m in done.machines)}")
+    say(f"claims: {verdicts}; references: {matched}")
+    for path in written:
+        if path.parent == destination:
+            say(f"wrote {path}")
+
+
+def _report_folder(sources: list[str]) -> Path:
+    """A single run folder keeps its report beside its records; anything else writes ./report."""
+    if len(sources) == 1 and Path(sources[0]).is_dir():
+        return Path(sources[0]) / "report"
+    return Path("report")
+
+
+def _counts(values) -> str:
+    from collections import Counter
+
+    return ", ".join(f"{n} {v}" for v, n in Counter(values).items()) or "none"
 
 
 @app.command()
@@ -378,10 +469,29 @@ def ui(
             " which requires a login.",
             highlight=False, markup=False, soft_wrap=True,
         )  # fmt: skip
+    _relocate_artifacts(RunDirectory(out))
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", embedded_store_uri(out)]
     command += ["--host", host, "--port", str(port)]
     say(f"MLflow UI on http://{host}:{port} (Ctrl-C to stop)")
     os.execv(sys.executable, command)
+
+
+def _relocate_artifacts(directory: RunDirectory) -> None:
+    """A moved or gathered folder's store still points at the old artifact path: repoint it.
+    A run in progress holds the folder, and its paths are current: nothing to do then."""
+    from amp_suite.rundir import OutDirBusy
+    from amp_suite.tracking.relocate import relocate_artifacts
+
+    try:
+        with directory.locked("amp-suite ui"):
+            moved = relocate_artifacts(directory.path / "mlflow.db")
+    except OutDirBusy:
+        return
+    except ConfigError as exc:  # e.g. a read-only folder: the UI still shows runs and metrics
+        errors.print(f"amp-suite: warning: artifacts not relocated: {exc}", highlight=False, markup=False)
+        return
+    if moved:
+        say(f"{directory.path} was moved: pointed {moved} experiment(s)' artifacts at {directory.path / 'mlartifacts'}")
 
 
 def _is_loopback(host: str) -> bool:

@@ -65,16 +65,30 @@ class RichDisplay:
         self.console.print(f"[{style}]{record.status:>7}[/] {record.cell_id}  {detail}{reason}", highlight=False)
 
 
-SUMMARY_COLUMNS = ("workload", "batch", "precision", "status", "samples/s", "vs fp32", "peak MB", "mem vs fp32")
+SUMMARY_COLUMNS = ("workload", "batch", "precision", "status", "throughput", "vs fp32", "peak MB", "mem vs fp32")
 METRIC_LABELS = {"val_accuracy": "acc", "val_perplexity": "ppl"}
 PARITY_STYLE = {"pass": "green", "fail": "red", "indicative": "cyan"}
 
 
 def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memory_kind: str | None) -> None:
-    """The summary table; skip/failure reasons are numbered notes under it, each printed once."""
+    """One summary table per machine (their rows are never pooled); skip/failure reasons are
+    numbered notes under the tables, each printed once."""
     notes: dict[str, int] = {}
+    machines = list(dict.fromkeys(row.machine for row in rows))
+    for machine in machines:
+        table = _summary_table(
+            [row for row in rows if row.machine == machine], f"{title} on {machine}", memory_kind, notes
+        )
+        console.print(table)
+    for reason, number in notes.items():
+        console.print(f"  [{number}] {reason}", highlight=False, markup=False)
+
+
+def _summary_table(rows: Sequence[SummaryRow], title: str, memory_kind: str | None, notes: dict[str, int]) -> Table:
+    with_tf32 = any(row.speedup_vs_tf32 is not None and row.precision != "tf32" for row in rows)
+    columns = SUMMARY_COLUMNS[:6] + (("vs tf32",) if with_tf32 else ()) + SUMMARY_COLUMNS[6:]
     table = Table(title=title, title_justify="left", caption=f"peak memory: {memory_kind}" if memory_kind else None)
-    for column in SUMMARY_COLUMNS:
+    for column in columns:
         justify = "left" if column in ("workload", "precision", "status") else "right"
         table.add_column(column, justify=justify, no_wrap=True)
     table.add_column("validation", justify="right", no_wrap=True)
@@ -83,13 +97,15 @@ def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memo
     table.add_column("note")
     for row in rows:
         note = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""
+        tf32 = (_speedup(row.speedup_vs_tf32, row.speedup_vs_tf32_interval),) if with_tf32 else ()
         table.add_row(
             row.workload,
             str(row.batch_size),
             row.precision,
             f"[{STATUS_STYLE.get(row.status, 'white')}]{row.status}[/]",
-            _number(row.throughput, "{:,.1f}"),
-            _number(row.speedup, "{:.2f}x"),
+            _number(row.throughput, "{:,.1f} " + row.unit),
+            _speedup(row.speedup, row.speedup_interval),
+            *tf32,
             _number(row.peak_memory_mb, "{:,.0f}"),
             _number(row.memory_ratio, "{:.2f}x"),
             _validation(row),
@@ -97,9 +113,13 @@ def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memo
             _number(row.grad_underflow_fraction, "{:.1%}"),
             note,
         )
-    console.print(table)
-    for reason, number in notes.items():
-        console.print(f"  [{number}] {reason}", highlight=False, markup=False)
+    return table
+
+
+def _speedup(value: float | None, interval: tuple[float, float] | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
 
 
 def print_outcome(console: Console, outcome: Outcome) -> None:

@@ -7,34 +7,13 @@ with native fp16, else stay in fp32.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from amp_suite import environment
-from amp_suite.hardware import DeviceCaps, probe
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    precision: str
-    reason: str
-
-
-def recommend(caps: DeviceCaps) -> Recommendation:
-    if caps.type == "cuda":
-        where = f"compute capability {caps.capability_str}"
-        if caps.fast_bf16:
-            return Recommendation("bf16", f"{where} >= 8.0: bf16 has fp32's range, so no loss scaling is needed")
-        if caps.tensor_cores:
-            return Recommendation("fp16", f"{where} has fp16 tensor cores but no fast bf16: fp16 with GradScaler")
-        return Recommendation("fp32", f"{where} < 7.0 has no tensor cores: AMP would not pay off")
-    if caps.fast_bf16:
-        return Recommendation("bf16", "this CPU has native bf16 instructions")
-    if caps.fast_fp16:
-        return Recommendation("fp16", "this CPU has native fp16 arithmetic but not bf16: fp16 with GradScaler")
-    return Recommendation("fp32", "this CPU has neither native bf16 nor fp16: autocast would be emulated")
+from amp_suite.capability import recommend
+from amp_suite.hardware import probe
 
 
 def diagnose(device: torch.device) -> dict[str, Any]:

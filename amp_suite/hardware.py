@@ -1,65 +1,16 @@
-"""What this device can do fast: tensor cores, bf16, fp16, TF32.
-
-The rules are the ones the AMP article gives: tensor cores from compute capability 7.0 (fp16),
-bf16 and TF32 from 8.0. On a CPU, autocast only pays where the instruction set has the dtype
-(avx512_bf16/AMX for bf16, AMX-FP16 for fp16); elsewhere it is emulated or slow.
-`cuda_caps` and `cpu_caps` are pure so they can be tested with faked devices.
-"""
+"""Probe the live device: its name, compute capability or CPU flags, turned into DeviceCaps
+by the article's capability rule (amp_suite.capability, pure and torch-free)."""
 
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-# CPU feature flags (Linux /proc/cpuinfo names) that mean native arithmetic in that dtype.
-CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})  # "bf16": AArch64 BF16 extension
-# avx512_fp16 alone is not enough for training: on a Xeon with it (and no AMX-FP16), ResNet-18's
-# fp16 cell ran 42x slower than fp32 (308 s vs 7.3 s; oneDNN's fp16 convolutions fall back there).
-CPU_FP16_FLAGS = frozenset({"amx_fp16", "fphp", "asimdhp"})
+from amp_suite.capability import CPU_BF16_FLAGS, CPU_FP16_FLAGS, DeviceCaps, cpu_caps, cuda_caps
 
-
-@dataclass(frozen=True)
-class DeviceCaps:
-    type: str  # "cuda" or "cpu"
-    name: str
-    capability: tuple[int, int] | None  # CUDA compute capability; None on CPU
-    tensor_cores: bool
-    fast_fp16: bool
-    fast_bf16: bool
-    tf32: bool
-
-    @property
-    def capability_str(self) -> str | None:
-        return f"{self.capability[0]}.{self.capability[1]}" if self.capability else None
-
-
-def cuda_caps(name: str, capability: tuple[int, int]) -> DeviceCaps:
-    tensor_cores = capability >= (7, 0)
-    ampere_or_newer = capability >= (8, 0)
-    return DeviceCaps(
-        type="cuda",
-        name=name,
-        capability=capability,
-        tensor_cores=tensor_cores,
-        fast_fp16=tensor_cores,
-        fast_bf16=ampere_or_newer,
-        tf32=ampere_or_newer,
-    )
-
-
-def cpu_caps(name: str, flags: frozenset[str]) -> DeviceCaps:
-    return DeviceCaps(
-        type="cpu",
-        name=name,
-        capability=None,
-        tensor_cores=False,
-        fast_fp16=bool(flags & CPU_FP16_FLAGS),
-        fast_bf16=bool(flags & CPU_BF16_FLAGS),
-        tf32=False,
-    )
+__all__ = ["CPU_BF16_FLAGS", "CPU_FP16_FLAGS", "DeviceCaps", "cpu_caps", "cuda_caps", "probe"]
 
 
 def probe(device: torch.device) -> DeviceCaps:

@@ -1,8 +1,13 @@
 """The cell record and results.jsonl, the record of truth. No torch here.
 
-Each record is self-describing: the resolved cell config, the environment, the measurements and
-the status. Lines are appended whole or not at all and flushed to disk when a cell ends
-(`amp_suite.jsonl`); readers skip lines they cannot read and say how many.
+Each record stands alone: the resolved cell config, the machine it ran on, the parity rule its
+verdicts are judged by, the invocation that produced it, the measurements and the status, so
+every summary and report can be recomputed from records alone. Lines are appended whole or not
+at all and flushed to disk when a cell ends (`amp_suite.jsonl`); readers skip lines they cannot
+read and say how many.
+
+The record is closed when written (a misspelt field is an error, not a new key) and lenient
+when read (`StoredRecord`): lines from older versions lack fields, newer ones add some.
 
 A record holds any outcome: floats that are not finite (a diverged loss curve) are written as
 the JSON strings "NaN", "Infinity" and "-Infinity", and read back as floats.
@@ -15,16 +20,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from amp_suite.config import CellSpec, Status
+from amp_suite.config import CellSpec, ParityConfig, Status
 from amp_suite.jsonl import append_line, read_objects
+from amp_suite.machine import Machine
 
 
 class CellRecord(BaseModel):
-    # Later versions add fields; reading an older or newer file must not fail on them. JSON has
-    # no NaN or infinity: they travel as strings (the documented dialect of results.jsonl).
-    model_config = ConfigDict(extra="allow", ser_json_inf_nan="strings")
+    # JSON has no NaN or infinity: they travel as strings (the documented dialect of results.jsonl).
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     record_id: str | None = Field(None, description="unique per record; what sync matches tracker runs by")
     invocation_id: str | None = Field(None, description="the `amp-suite run` that produced it (invocations.jsonl)")
@@ -37,6 +42,8 @@ class CellRecord(BaseModel):
     reason: str | None = None
     device: str
     device_name: str | None = None
+    machine: Machine | None = Field(None, description="device model, software stack and host; None if never probed")
+    parity_rule: ParityConfig | None = Field(None, description="the matrix's rule this record's parity is judged by")
     batch_size: int
     steps: int
     warmup_steps: int
@@ -113,6 +120,26 @@ class CellRecord(BaseModel):
         return hashlib.sha256(f"{self.cell_id} {self.config_hash} {self.started_at}".encode()).hexdigest()[:16]
 
 
+class StoredRecord(CellRecord):
+    """A record read back from a file or a store. Lines from other versions are read, not
+    rejected: fields this version does not know are kept, missing ones take their defaults, and
+    a line older than the machine field gets one rebuilt from its environment block."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _machine_from_environment(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        machine = data.get("machine")
+        if isinstance(machine, dict):  # a newer version's machine may say more than this one knows
+            data = {**data, "machine": {k: v for k, v in machine.items() if k in Machine.model_fields}}
+        elif machine is None and isinstance(data.get("environment"), dict):
+            data = {**data, "machine": Machine.from_environment(str(data.get("device", "")), data["environment"])}
+        return data
+
+
 def describe_error(exc: BaseException, limit: int = 300) -> str:
     """An exception as one bounded line for a record or a message; tracebacks go to logs."""
     lines = str(exc).strip().splitlines()
@@ -135,10 +162,10 @@ class ResultsFile:
     def read(self) -> tuple[list[CellRecord], int]:
         """All readable records, and how many lines were unreadable (cut off, not UTF-8, not a record)."""
         objects, unreadable = read_objects(self.path)
-        records = []
+        records: list[CellRecord] = []
         for data in objects:
             try:
-                records.append(CellRecord.model_validate(data))
+                records.append(StoredRecord.model_validate(data))
             except ValidationError:
                 unreadable += 1
         return records, unreadable

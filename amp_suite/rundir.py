@@ -25,6 +25,7 @@ LOCK_FILE = ".amp-suite.lock"
 # folder named results.jsonl) would hang, flood or crash the run later, so it is refused up front.
 EXPECTED_ENTRIES = {
     "results.jsonl": "file", "invocations.jsonl": "file", "mlflow.db": "file", LOCK_FILE: "file", "logs": "folder",
+    "report": "folder",
 }  # fmt: skip
 
 

@@ -8,7 +8,8 @@ the runs it left open. Records go to results.jsonl first, then to the tracker.
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from amp_suite.config import CellSpec, Matrix
@@ -21,6 +22,8 @@ from amp_suite.summary import SummaryRow, summarize
 from amp_suite.tracking import Tracker
 from amp_suite.worker import cell_context, run_isolated
 from amp_suite.workloads import WORKLOAD_MODULES
+
+Reporter = Callable[[list[CellRecord]], Path]
 
 
 class Display(Protocol):
@@ -41,8 +44,10 @@ class MatrixRunner:
         display: Display,
         resume: bool = False,
         environment: dict[str, object] | None = None,
+        reporter: Reporter | None = None,
     ) -> None:
-        """`environment`: facts the cell can't see itself (the container image); they fill gaps only."""
+        """`environment`: facts the cell can't see itself (the container image); they fill gaps only.
+        `reporter`: writes the report of the finished matrix and returns its folder."""
         self.matrix = matrix
         self.cells = list(cells)
         self.directory = directory
@@ -50,6 +55,7 @@ class MatrixRunner:
         self.display = display
         self.resume = resume
         self.environment = environment or {}
+        self.reporter = reporter
 
     def plan(self) -> tuple[list[CellSpec], list[CellRecord]]:
         """(cells to run, records reused from an earlier run of the same cells with --resume)."""
@@ -76,9 +82,9 @@ class MatrixRunner:
             started = True
             self.display.begin(len(todo), len(records))
             records += self._run_cells(todo, invocation.invocation_id)
-            summary = summarize(records, self.matrix.parity)
+            summary = summarize(records)
             outcome = judge(records, summary, self.matrix.expect)
-            self.tracker.finish(summary, outcome)
+            self.tracker.finish(summary, outcome, self._report(records))
         except BaseException as exc:
             ending, why = _how_it_stopped(exc)
             self.tracker.abort(ending, why)
@@ -103,6 +109,17 @@ class MatrixRunner:
             done.append(record)
         return done
 
+    def _report(self, records: list[CellRecord]) -> Path | None:
+        """The report is a view of the records, which are safe already: failing to draw it warns."""
+        if self.reporter is None:
+            return None
+        try:
+            return self.reporter(records)
+        except Exception as exc:
+            why = describe_error(exc)
+            self.display.warn(f"report: not written ({why}); `amp-suite report` can write it from the records")
+            return None
+
     def _close_orphans(self) -> None:
         orphans = self.directory.invocations.unfinished()
         for orphan in orphans:
@@ -121,13 +138,14 @@ class MatrixRunner:
             pass  # e.g. the disk is full; the next run records this invocation as killed instead
 
     def _complete(self, record: CellRecord, record_id: str, invocation_id: str, run_id: str | None) -> CellRecord:
-        """Add what the cell could not know: its ids, and deployment facts (filling gaps only)."""
+        """Add what the cell could not know: its ids, the parity rule, deployment facts (filling gaps only)."""
         known = {key: value for key, value in record.environment.items() if value is not None}
         return record.model_copy(
             update={
                 "record_id": record_id,
                 "invocation_id": invocation_id,
                 "mlflow_run_id": run_id,
+                "parity_rule": self.matrix.parity,
                 "environment": {**self.environment, **known},
             }
         )

@@ -1,25 +1,42 @@
 """Speedup, memory and validation-parity tables, recomputed from the records alone. No torch here.
 
-Rows group the records of one (workload, batch size, precision) over seeds; speedup, memory
-ratio and parity compare each group with fp32 of the same workload and batch size.
+Rows group the records of one (machine, setup, precision) over seeds and hosts, where the setup
+is everything a cell was configured with except its seed and precision (workload config, batch
+size, steps, ...): records of different machines (device model or software stack, see
+amp_suite.machine) or of differently configured workloads are never pooled. Speedup and memory
+ratio compare a group with fp32 (and with tf32, the baseline of NVIDIA's published Ampere+
+figures) of the same machine and setup; parity always compares with fp32, the accuracy reference.
 
-Parity rule (see ParityConfig): AMP passes when its mean primary validation metric is no worse
-than fp32's by more than max(tolerance x |fp32 mean|, k x fp32's seed-to-seed stdev). With one
-fp32 seed there is no noise estimate, so the verdict is "indicative" (delta and tolerance are
-still reported). Only degradation counts: an AMP run that validates better is not a failure.
+Parity rule (ParityConfig, carried by every record): AMP passes when its mean primary validation
+metric is no worse than fp32's by more than max(tolerance x |fp32 mean|, k x fp32's seed-to-seed
+stdev). With one fp32 seed there is no noise estimate, so the verdict is "indicative" (delta and
+tolerance are still reported). Only degradation counts: an AMP run that validates better is not
+a failure.
+
+Speedup is the ratio of mean throughputs. With two or more seeds run by both sides, it comes
+with a 95% interval from the seed-paired ratio (delta method, Student's t): the seed-to-seed
+spread of the same machine, not a guarantee about other machines.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import cache
 
-from amp_suite.config import ParityConfig
+from pydantic import TypeAdapter, ValidationError
+
+from amp_suite.config import ParityConfig, WorkloadConfig
 from amp_suite.results import CellRecord
 
-BASELINE = "fp32"
+BASELINE = "fp32"  # the accuracy reference and the default speed baseline
+BASELINES = ("fp32", "tf32")
+INTERVAL_LEVEL = 0.95
+UNKNOWN_MACHINE = "unknown machine"  # records of cells that failed before the device was probed
 
 
 @dataclass(frozen=True)
@@ -43,17 +60,43 @@ def parity(amp: Sequence[float], fp32: Sequence[float], higher_is_better: bool, 
     return Parity(delta, tolerance, "pass" if degradation <= tolerance else "fail")
 
 
+def ratio_interval(
+    values: dict[int, float], baseline: dict[int, float], level: float = INTERVAL_LEVEL
+) -> tuple[float, float] | None:
+    """Interval on mean(values) / mean(baseline) over the seeds both have (paired).
+
+    Delta method: the ratio's standard error is that of the residuals values - r x baseline,
+    divided by the baseline mean. None with fewer than two paired seeds."""
+    seeds = sorted(values.keys() & baseline.keys())
+    if len(seeds) < 2:
+        return None
+    a, b = [values[s] for s in seeds], [baseline[s] for s in seeds]
+    ratio = statistics.fmean(a) / statistics.fmean(b)
+    residuals = [x - ratio * y for x, y in zip(a, b, strict=True)]
+    error = statistics.stdev(residuals) / math.sqrt(len(seeds)) / statistics.fmean(b)
+    half = _t_quantile(0.5 + level / 2, len(seeds) - 1) * error
+    return ratio - half, ratio + half
+
+
 @dataclass(frozen=True)
 class SummaryRow:
+    machine: str  # Machine.key: device model and software stack
+    setup: str  # identifies the configuration shared by every precision of this comparison
+    matrix: str
     workload: str
     batch_size: int
     precision: str
     status: str  # "ok" when every seed ran; otherwise the worst status seen
     reason: str | None
     runs: int  # seeds that finished ok
-    throughput: float | None
+    hosts: int  # distinct hosts pooled into this row
+    unit: str  # images/s, tokens/s or samples/s
+    throughput: float | None  # mean over seeds that finished ok, in `unit`
     peak_memory_mb: float | None
     speedup: float | None  # throughput / fp32 throughput
+    speedup_interval: tuple[float, float] | None
+    speedup_vs_tf32: float | None  # throughput / tf32 throughput
+    speedup_vs_tf32_interval: tuple[float, float] | None
     memory_ratio: float | None  # peak memory / fp32 peak memory
     val_metric_name: str | None = None
     val_metric: float | None = None  # mean over seeds that finished ok
@@ -63,53 +106,131 @@ class SummaryRow:
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    @property
+    def where(self) -> str:
+        """The comparison this row belongs to, in words: workload, batch size and matrix."""
+        return f"{self.workload}/bs{self.batch_size} ({self.matrix})"
 
-def summarize(records: Iterable[CellRecord], rule: ParityConfig | None = None) -> list[SummaryRow]:
-    rule = rule or ParityConfig()
-    groups: dict[tuple[str, int, str], list[CellRecord]] = {}
+    def speedup_against(self, baseline: str) -> tuple[float | None, tuple[float, float] | None]:
+        if baseline == "tf32":
+            return self.speedup_vs_tf32, self.speedup_vs_tf32_interval
+        return self.speedup, self.speedup_interval
+
+
+GroupKey = tuple[str, str, str]  # machine, setup, precision
+SETUP_EXCLUDES = ("seed", "precision", "force", "device", "matrix")  # what may differ within one comparison
+
+
+def machine_key(record: CellRecord) -> str:
+    return record.machine.key if record.machine else UNKNOWN_MACHINE
+
+
+def setup_key(record: CellRecord) -> str:
+    """A short hash of the record's configuration without seed and precision (and matrix name)."""
+    config = {k: v for k, v in record.config.items() if k not in SETUP_EXCLUDES}
+    if isinstance(config.get("workload"), dict):
+        config["workload"] = {k: v for k, v in config["workload"].items() if k != "force"}
+    if not config:  # a record without its config: as specific as the record allows
+        config = {"workload": record.workload, "batch_size": record.batch_size, "steps": record.steps}
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def group_key(record: CellRecord) -> GroupKey:
+    return machine_key(record), setup_key(record), record.precision
+
+
+def summarize(records: Iterable[CellRecord], default_rule: ParityConfig | None = None) -> list[SummaryRow]:
+    """`default_rule`: for records written before they carried their parity rule."""
+    groups: dict[GroupKey, list[CellRecord]] = {}
     for record in records:
-        groups.setdefault((record.workload, record.batch_size, record.precision), []).append(record)
-
-    means = {key: _means(group) for key, group in groups.items()}
-    rows = []
-    for (workload, batch_size, precision), group in groups.items():
-        throughput, memory = means[(workload, batch_size, precision)]
-        baseline = groups.get((workload, batch_size, BASELINE))
-        base_throughput, base_memory = means.get((workload, batch_size, BASELINE), (None, None))
-        rows.append(
-            SummaryRow(
-                workload=workload,
-                batch_size=batch_size,
-                precision=precision,
-                status=_status(group),
-                reason=next((r.reason for r in group if r.reason), None),
-                runs=sum(r.status == "ok" for r in group),
-                throughput=throughput,
-                peak_memory_mb=memory,
-                speedup=_ratio(throughput, base_throughput),
-                memory_ratio=_ratio(memory, base_memory),
-                val_metric_name=next((r.val_metric_name for r in group if r.val_metric_name), None),
-                val_metric=_mean([r.val_metric for r in group if r.status == "ok"]),
-                grad_underflow_fraction=_mean([r.grad_underflow_fraction for r in group if r.status == "ok"]),
-                parity=None if precision == BASELINE else _parity(group, baseline, rule),
-            )
-        )
-    return rows
+        groups.setdefault(group_key(record), []).append(record)
+    return [_row(key, group, groups, default_rule or ParityConfig()) for key, group in groups.items()]
 
 
-def _parity(group: list[CellRecord], baseline: list[CellRecord] | None, rule: ParityConfig) -> Parity | None:
+def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[CellRecord]], rule: ParityConfig):
+    machine, setup, precision = key
+    unit, per_sample = _unit(group[0])
+    rates = _per_seed(group, "throughput", per_sample)
+    memory = _per_seed(group, "peak_memory_mb")
+    bases = {name: groups.get((machine, setup, name), []) for name in BASELINES}
+    base_rates = {name: _per_seed(base, "throughput", per_sample) for name, base in bases.items()}
+    fp32 = bases[BASELINE]
+    ok = [r for r in group if r.status == "ok"]
+    return SummaryRow(
+        machine=machine,
+        setup=setup,
+        matrix=group[0].matrix,
+        workload=group[0].workload,
+        batch_size=group[0].batch_size,
+        precision=precision,
+        status=_status(group),
+        reason=next((r.reason for r in group if r.reason), None),
+        runs=len(ok),
+        hosts=len({r.machine.host for r in group if r.machine}),
+        unit=unit,
+        throughput=_mean(rates.values()),
+        peak_memory_mb=_mean(memory.values()),
+        speedup=_ratio(_mean(rates.values()), _mean(base_rates["fp32"].values())),
+        speedup_interval=ratio_interval(rates, base_rates["fp32"]),
+        speedup_vs_tf32=_ratio(_mean(rates.values()), _mean(base_rates["tf32"].values())),
+        speedup_vs_tf32_interval=ratio_interval(rates, base_rates["tf32"]),
+        memory_ratio=_ratio(_mean(memory.values()), _mean(_per_seed(fp32, "peak_memory_mb").values())),
+        val_metric_name=next((r.val_metric_name for r in group if r.val_metric_name), None),
+        val_metric=_mean([r.val_metric for r in ok]),
+        grad_underflow_fraction=_mean([r.grad_underflow_fraction for r in ok]),
+        parity=None if precision == BASELINE else _parity(group, fp32, _rule(group + fp32, rule)),
+    )
+
+
+def _parity(group: list[CellRecord], baseline: list[CellRecord], rule: ParityConfig) -> Parity | None:
     """Compare on the seeds both sides finished, so a failed seed can't bias either mean."""
     amp = {r.seed: r.val_metric for r in group if r.status == "ok" and r.val_metric is not None}
     amp |= {r.seed: math.nan for r in group if r.status == "diverged"}  # a diverged run fails parity
-    fp32 = {r.seed: r.val_metric for r in baseline or () if r.status == "ok" and r.val_metric is not None}
+    fp32 = {r.seed: r.val_metric for r in baseline if r.status == "ok" and r.val_metric is not None}
     seeds = sorted(amp.keys() & fp32.keys())
     higher_is_better = next((r.val_higher_is_better for r in group if r.val_higher_is_better is not None), True)
     return parity([amp[s] for s in seeds], [fp32[s] for s in seeds], higher_is_better, rule)
 
 
-def _means(group: list[CellRecord]) -> tuple[float | None, float | None]:
-    ok = [r for r in group if r.status == "ok"]
-    return _mean([r.throughput for r in ok]), _mean([r.peak_memory_mb for r in ok])
+def _rule(records: list[CellRecord], default: ParityConfig) -> ParityConfig:
+    return next((r.parity_rule for r in records if r.parity_rule is not None), default)
+
+
+def _per_seed(group: list[CellRecord], field: str, scale: float = 1.0) -> dict[int, float]:
+    """One value per seed from the records that finished ok (several hosts of one machine: their mean)."""
+    values: dict[int, list[float]] = {}
+    for record in group:
+        value = getattr(record, field)
+        if record.status == "ok" and value is not None:
+            values.setdefault(record.seed, []).append(value * scale)
+    return {seed: statistics.fmean(v) for seed, v in values.items()}
+
+
+def _unit(record: CellRecord) -> tuple[str, int]:
+    """The natural throughput unit of the record's workload, and its items per training sample."""
+    config = record.config.get("workload")
+    if not isinstance(config, dict):
+        return "samples/s", 1
+    return _unit_of(json.dumps(config, sort_keys=True))  # a string key: parsed once per config
+
+
+@cache
+def _unit_of(config_json: str) -> tuple[str, int]:
+    try:
+        workload = _WORKLOAD.validate_json(config_json)
+    except ValidationError:  # a config from another version: say samples, which is always true
+        return "samples/s", 1
+    return workload.throughput_unit, workload.units_per_sample()
+
+
+_WORKLOAD = TypeAdapter(WorkloadConfig)
+
+
+@cache
+def _t_quantile(probability: float, degrees_of_freedom: int) -> float:
+    from scipy.stats import t  # only needed with repeats; scipy is slow to import
+
+    return float(t.ppf(probability, degrees_of_freedom))
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

@@ -6,6 +6,7 @@ import math
 import os
 
 import pytest
+from pydantic import ValidationError
 from conftest import tiny_matrix
 
 from amp_suite import jsonl
@@ -25,8 +26,29 @@ def test_append_then_read_round_trips(tmp_path):
     results.append(first)
     results.append(second)
     records, bad = results.read()
-    assert bad == 0 and records == [first, second]
+    assert bad == 0 and [r.model_dump() for r in records] == [first.model_dump(), second.model_dump()]
     assert records[1].config["workload"]["workload"] == "mlp"
+
+
+def test_a_record_is_closed_when_written_a_misspelt_field_is_an_error():
+    with pytest.raises(ValidationError, match="throughput_per_s"):
+        _record(throughput_per_s=10.0)
+    with pytest.raises(ValidationError, match="gpu"):
+        _record(machine={"device_type": "cuda", "device_name": "x", "gpu": "A100"})
+
+
+def test_a_line_older_than_the_machine_field_gets_one_from_its_environment(tmp_path):
+    path = tmp_path / "results.jsonl"
+    old = json.loads(_record(throughput=1.0).model_dump_json(exclude={"machine", "parity_rule", "record_id"}))
+    old["device"] = "cuda"
+    old["environment"] = {"device_name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "driver": "550.54",
+                          "cuda": "12.8", "torch": "2.14.1", "hostname": "box-a"}  # fmt: skip
+    path.write_text(json.dumps(old) + "\n")
+    (record,), bad = ResultsFile(path).read()
+    assert bad == 0 and record.parity_rule is None
+    assert record.machine.model_name == "A100-SXM4-80GB" and record.machine.host == "box-a"
+    assert record.machine.fast_bf16 is True and record.machine.tensor_cores is True
+    assert "driver 550.54" in record.machine.key and "box-a" not in record.machine.key  # hosts pool
 
 
 def test_a_truncated_last_line_is_skipped_and_never_extended(tmp_path):
@@ -40,11 +62,13 @@ def test_a_truncated_last_line_is_skipped_and_never_extended(tmp_path):
     assert [r.precision for r in records] == ["fp32", "bf16"] and bad == 1
 
 
-def test_unknown_fields_from_other_versions_are_kept(tmp_path):
+def test_unknown_fields_from_other_versions_are_kept_when_read(tmp_path):
     path = tmp_path / "results.jsonl"
-    path.write_text(_record().model_dump_json()[:-1] + ', "added_later": 1}\n')
+    machine = '"machine": {"device_type": "cpu", "device_name": "x", "added_later": 2}'
+    path.write_text(_record().model_dump_json()[:-1] + ', "added_later": 1, ' + machine + "}\n")
     records, bad = ResultsFile(path).read()
     assert bad == 0 and records[0].model_extra == {"added_later": 1}
+    assert records[0].machine.device_name == "x"
 
 
 def test_non_finite_numbers_are_written_as_strict_json_and_read_back(tmp_path):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from conftest import tiny_matrix
 
 from amp_suite.config import Matrix
@@ -38,9 +41,13 @@ def test_a_resumed_runs_parent_summarises_the_records_it_reused(tmp_path):
     sync_run_dir(directory, store, report)
     assert (report.added, report.parents) == (2, 2)
     experiment = store.client.get_experiment_by_name("resumed").experiment_id
-    parent = next(r for r in store.runs_of(experiment, second.invocation_id) if "mlflow.parentRunId" not in r.data.tags)
-    assert parent.data.metrics["speedup/mlp/bs8/bf16"] == 1.5  # against the reused fp32 record
-    assert parent.data.tags["parity/mlp/bs8/bf16"] == "indicative"
+    runs = store.runs_of(experiment, second.invocation_id)
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    child = next(r for r in runs if "mlflow.parentRunId" in r.data.tags)
+    assert child.data.metrics["speedup"] == 1.5  # against the reused fp32 record
+    assert child.data.tags["parity"] == "indicative" and child.data.params["precision"] == "bf16"
+    summary = store.client.download_artifacts(parent.info.run_id, "summary.json", str(tmp_path))
+    assert [row["speedup"] for row in json.loads(Path(summary).read_text())] == [1.0, 1.5]
 
     again = SyncReport()
     sync_run_dir(directory, store, again)

@@ -46,7 +46,7 @@ def test_after_one_failure_the_tracker_is_not_called_again_and_one_warning_says_
     assert tracker.start_cell(_Spec(), "r2") is None  # the third call fails ...
     for _ in range(5):
         tracker.start_cell(_Spec(), "r3")
-        tracker.finish(None, None)
+        tracker.finish(None, None, None)
     tracker.abort("interrupted", "stopped")
     assert inner.calls == 3  # ... and nothing after it reaches the dead store
     assert len(warnings) == 1

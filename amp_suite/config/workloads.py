@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import Field, PositiveFloat, model_validator
 
@@ -41,6 +41,8 @@ class DataConfig(FrozenModel):
 
 
 class _WorkloadBase(FrozenModel):
+    throughput_unit: ClassVar[str] = "samples/s"  # the unit people quote this kind of model in
+
     label: str | None = Field(None, pattern=NAME_PATTERN, max_length=NAME_MAX)
     batch_sizes: list[Annotated[int, count(MAX_BATCH)]] = Field(min_length=1, max_length=32)
     samples: int = count(MAX_SAMPLES, default=1024, description="training samples: generated, or a cap on real data")
@@ -56,6 +58,10 @@ class _WorkloadBase(FrozenModel):
     def sample_bytes(self) -> int:
         """Bytes of one training or validation sample as the cell keeps it on the device."""
         raise NotImplementedError
+
+    def units_per_sample(self) -> int:
+        """How many of `throughput_unit`'s items one training sample holds."""
+        return 1
 
     def parametercount(self) -> int:
         """The model's parameters, estimated from the config."""
@@ -87,6 +93,8 @@ class _WorkloadBase(FrozenModel):
 
 
 class ResNetConfig(_WorkloadBase):
+    throughput_unit: ClassVar[str] = "images/s"
+
     workload: Literal["resnet"]
     data: DataConfig = DataConfig(source="digits")
     arch: Literal["resnet18", "resnet34", "resnet50", "resnet101", "resnet152"] = "resnet50"
@@ -109,6 +117,8 @@ class ResNetConfig(_WorkloadBase):
 
 
 class TransformerConfig(_WorkloadBase):
+    throughput_unit: ClassVar[str] = "tokens/s"
+
     workload: Literal["transformer"]
     data: DataConfig = DataConfig(source="synthetic")
     n_layer: int = count(256, default=6)
@@ -119,6 +129,9 @@ class TransformerConfig(_WorkloadBase):
 
     def sample_bytes(self) -> int:
         return (self.seq_len + 1) * 8  # int64 token ids
+
+    def units_per_sample(self) -> int:
+        return self.seq_len  # every position is a next-token prediction
 
     def parametercount(self) -> int:
         return 12 * self.n_layer * self.n_embd**2 + (self.vocab_size + self.seq_len) * self.n_embd

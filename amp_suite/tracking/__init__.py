@@ -10,6 +10,7 @@ cost its timeouts on every call). `amp-suite sync` fills the store in afterwards
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from amp_suite.config import CellSpec, Matrix
@@ -37,7 +38,8 @@ class Tracker(Protocol):
 
     def finish_cell(self, record: CellRecord) -> None: ...
 
-    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome) -> None: ...
+    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome, report: Path | None) -> None:
+        """Log the summary, each cell's verdicts, and the report folder (None: no report)."""
 
     def abort(self, ending: str, why: str) -> None:
         """Mark whatever is open as killed, saying how the run ended and why."""
@@ -70,8 +72,8 @@ class FailSafeTracker:
     def finish_cell(self, record: CellRecord) -> None:
         self._call(f"log {record.cell_id}", self.tracker.finish_cell, record)
 
-    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome) -> None:
-        self._call("log the summary", self.tracker.finish, summary, outcome)
+    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome, report: Path | None) -> None:
+        self._call("log the summary", self.tracker.finish, summary, outcome, report)
 
     def abort(self, ending: str, why: str) -> None:
         self._call("mark the interrupted runs killed", self.tracker.abort, ending, why)
@@ -92,4 +94,3 @@ class FailSafeTracker:
                 "uploads them later."
             )
             return None
-

@@ -1,7 +1,11 @@
 """What amp-suite writes to MLflow, and how it finds it again. Used by the tracker and by sync.
 
 One experiment per matrix, a parent run per invocation and a nested child run per cell record,
-written with MlflowClient (no global "active run" state). Every run is tagged with the ids of
+written with MlflowClient (no global "active run" state). Built for review in the UI: the
+experiment opens in model-training mode; a parent is named for its GPU model and host and
+carries the environment and the report; each child has workload, precision and batch size as
+params and its speedup and parity verdict as metrics and tags, so the UI can group, sort and
+search them (`tags.parity = "fail"`). Every run is tagged with the ids of
 its invocation and record, and marked complete as the last thing logged to it: sync finds
 runs by those tags, skips complete ones and re-logs incomplete ones. Metric timestamps come from
 the record, not the clock, so logging the same record twice adds nothing (MLflow ignores a
@@ -24,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 from amp_suite.invocations import InvocationStarted
 from amp_suite.jsonl import json_safe
 from amp_suite.results import CellRecord
-from amp_suite.summary import SummaryRow
+from amp_suite.summary import SummaryRow, group_key
 from amp_suite.tracking.uri import is_server
 
 TAG_INVOCATION = "amp_suite.invocation_id"
@@ -38,6 +42,7 @@ METRIC_FIELDS = (
     "peak_memory_mb", "peak_memory_reserved_mb", "final_loss", "val_metric", "val_loss",
     "grad_underflow_fraction", "loss_scale", "skipped_steps", "loss_scale_drops", "duration_s",
 )  # fmt: skip
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # not the GenAI view
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits
 MAX_TAGS_PER_CALL = 100
 REACHABLE_TIMEOUT_S = 5.0
@@ -80,12 +85,16 @@ class MlflowStore:
         if not create:
             return None
         location = self.artifact_root.resolve().as_uri() if self.artifact_root else None
-        return self.client.create_experiment(name, artifact_location=location)
+        return self.client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
 
     def runs_of(self, experiment_id: str, invocation_id: str, running_only: bool = False) -> list[Any]:
         query = f"tags.`{TAG_INVOCATION}` = '{invocation_id}'"
         if running_only:
             query += " and attributes.status = 'RUNNING'"
+        return self.search(experiment_id, query)
+
+    def search(self, experiment_id: str, query: str = "") -> list[Any]:
+        """Every run of the experiment that the query selects (all pages)."""
         runs, token = [], None
         while True:
             page = self.client.search_runs([experiment_id], query, max_results=1000, page_token=token)
@@ -102,9 +111,9 @@ class MlflowStore:
 
     def create_invocation_run(self, experiment_id: str, started: InvocationStarted) -> str:
         """The parent run of an invocation: named for its matrix and start, with the matrix."""
-        stamp = started.at[:19].replace("-", "").replace(":", "").replace("T", "-")
         params = matrix_params(started.matrix_config)
-        run_id = self.create_parent(experiment_id, started.invocation_id, f"{started.matrix}-{stamp}", params)
+        name = f"{started.host} · {started.matrix} · {_stamp(started.at)}"  # the GPU is named once known
+        run_id = self.create_parent(experiment_id, started.invocation_id, name, params)
         self.client.log_text(run_id, started.matrix_text, "matrix.yaml")
         return run_id
 
@@ -124,12 +133,15 @@ class MlflowStore:
         metrics += [("train_loss", loss, record.warmup_steps + i) for i, loss in enumerate(record.loss_curve)]
         metrics += [("loss_scale_series", scale, step) for step, scale in enumerate(record.loss_scale_curve)]
         tags: dict[str, Any] = {"status": record.status, "reason": record.reason or "", "cell_id": record.cell_id}
+        if record.machine is not None:
+            tags["machine"] = record.machine.key
         if record.loss_scale_warning is not None:
             tags["loss_scale_warning"] = record.loss_scale_warning
         if record.dtype_audit:
             tags.update({f"audit.{check}": ok for check, ok in record.dtype_audit["checks"].items()})
         tags.update({f"env.{key}": value for key, value in record.environment.items()})
-        self._batch(run_id, params=_flatten(record.config), tags=tags, metrics=metrics, timestamp=stamp)
+        params = {**_flatten(record.config), "workload": record.workload}  # by name: what the UI groups by
+        self._batch(run_id, params=params, tags=tags, metrics=metrics, timestamp=stamp)
         # The record as results.jsonl holds it: non-finite values as strings, like every line there.
         self.client.log_dict(run_id, json.loads(record.model_dump_json(exclude={"dtype_audit"})), "record.json")
         if record.dtype_audit:
@@ -138,16 +150,41 @@ class MlflowStore:
             self.client.log_artifact(run_id, str(log_file), "logs")
 
     def log_summary(self, run_id: str, summary: Sequence[SummaryRow], stamp: str) -> None:
-        metrics, tags = [], {}
-        for row in summary:
-            where = f"{row.workload}/bs{row.batch_size}/{row.precision}"
-            metrics += [(f"speedup/{where}", row.speedup, 0), (f"memory_ratio/{where}", row.memory_ratio, 0)]
-            if row.parity:
-                metrics.append((f"parity_delta/{where}", row.parity.delta, 0))
-                tags[f"parity/{where}"] = row.parity.verdict
-        metrics = [metric for metric in metrics if metric[1] is not None]
-        self._batch(run_id, tags=tags, metrics=metrics, timestamp=_millis(stamp))
+        """The summary as a table artifact on the parent; the verdicts themselves go on each child
+        (log_verdicts), where the UI can chart, sort and search them."""
         self.client.log_dict(run_id, json_safe([row.as_dict() for row in summary]), "summary.json")
+
+    def log_verdicts(self, summary: Sequence[SummaryRow], runs: Sequence[tuple[CellRecord, str]], stamp: str) -> None:
+        """Each child's speedup, memory ratio and parity verdict, from its row of the summary.
+        `runs`: (record, the id of its run in this store)."""
+        rows = {(row.machine, row.setup, row.precision): row for row in summary}
+        for record, run_id in runs:
+            row = rows.get(group_key(record))
+            if row is None:
+                continue
+            metrics = [("speedup", row.speedup, 0), ("speedup_vs_tf32", row.speedup_vs_tf32, 0),
+                       ("memory_ratio", row.memory_ratio, 0)]  # fmt: skip
+            tags = {"speedup": "-" if row.speedup is None else f"{row.speedup:.2f}x"}
+            if row.parity is not None:
+                metrics.append(("parity_delta", row.parity.delta, 0))
+                tags["parity"] = row.parity.verdict
+            metrics = [metric for metric in metrics if metric[1] is not None]
+            self._batch(run_id, tags=tags, metrics=metrics, timestamp=_millis(stamp))
+
+    def describe_parent(self, run_id: str, record: CellRecord, matrix: str, stamp: str) -> None:
+        """Name the parent for the machine it measured and carry that machine's environment."""
+        if record.machine is None:
+            return
+        host = record.machine.host or "unknown host"
+        self.client.update_run(run_id, name=f"{record.machine.model_name} @ {host} · {matrix} · {_stamp(stamp)}")
+        tags = {f"env.{key}": value for key, value in record.environment.items()}
+        tags |= {"machine": record.machine.key, "gpu": record.machine.model_name, "host": host}
+        self._batch(run_id, tags=tags)
+
+    def log_report(self, run_id: str, folder: Path) -> None:
+        """The report (HTML, Markdown, JSON and figures) as the parent's `report/` artifacts."""
+        if folder.is_dir():
+            self.client.log_artifacts(run_id, str(folder), "report")
 
     def complete(self, run_id: str, status: str, tags: dict[str, Any] | None = None) -> None:
         """The last call for a run: sync treats a run without the complete tag as half-logged."""
@@ -179,6 +216,11 @@ def matrix_params(config: dict[str, Any]) -> dict[str, Any]:
     params["precisions"] = ",".join(config.get("precisions", []))
     params["workloads"] = ",".join(w.get("label") or w.get("workload", "?") for w in config.get("workloads", []))
     return {("matrix" if key == "name" else key): value for key, value in params.items()}
+
+
+def _stamp(iso: str) -> str:
+    """2026-11-30T16:47:59+00:00 -> 20261130-164759 (UTC, sortable)."""
+    return iso[:19].replace("-", "").replace(":", "").replace("T", "-")
 
 
 def _millis(iso: str) -> int:

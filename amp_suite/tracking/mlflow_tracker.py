@@ -20,6 +20,7 @@ class MlflowTracker:
         self.experiment_id: str | None = None
         self.parent_id: str | None = None
         self.open_cell: str | None = None
+        self.logged: list[CellRecord] = []  # this invocation's records, for their verdicts at the end
 
     def start(self, invocation: InvocationStarted, matrix: Matrix) -> None:
         self.invocation = invocation
@@ -48,10 +49,17 @@ class MlflowTracker:
         self.store.log_record(run_id, record, Path(record.log_path) if record.log_path else None)
         self.store.complete(run_id, RUN_STATUS[record.status])
         self.open_cell = None
+        if not any(r.machine for r in self.logged) and record.machine and self.parent_id and self.invocation:
+            self.store.describe_parent(self.parent_id, record, self.invocation.matrix, self.invocation.at)
+        self.logged.append(record)
 
-    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome) -> None:
+    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome, report: Path | None) -> None:
         assert self.invocation is not None and self.parent_id is not None, "start() first"
         self.store.log_summary(self.parent_id, summary, self.invocation.at)
+        runs = [(record, record.mlflow_run_id) for record in self.logged if record.mlflow_run_id]
+        self.store.log_verdicts(summary, runs, self.invocation.at)
+        if report is not None:
+            self.store.log_report(self.parent_id, report)
         self.store.complete(self.parent_id, "FINISHED", {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
 
     def abort(self, ending: str, why: str) -> None:
@@ -60,4 +68,3 @@ class MlflowTracker:
         if self.parent_id is not None:
             self.store.close(self.parent_id, "KILLED", why, {"outcome": ending})
         self.open_cell = None
-

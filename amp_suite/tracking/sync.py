@@ -9,6 +9,7 @@ left RUNNING are closed as KILLED. A second sync adds nothing.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,7 @@ class _InvocationSync:
         self.store, self.directory, self.report = store, directory, report
         self.key, self.invocation, self.records, self.reused = key, invocation, records, reused
         self.written: set[str] = set()  # run ids completed by this sync
+        self.run_ids: dict[str, str] = {}  # record identity -> its run in the store
 
     def run(self) -> None:
         experiment = self.invocation.started.experiment if self.invocation else self.records[0].matrix
@@ -99,6 +101,8 @@ class _InvocationSync:
                 self.report.closed += 1
 
     def _sync_record(self, experiment_id: str, parent_id: str, record: CellRecord, run) -> None:
+        if run is not None:
+            self.run_ids[record.identity] = run.info.run_id
         if run is not None and run.data.tags.get(TAG_COMPLETE) == "true":
             self.report.present += 1
             return
@@ -111,6 +115,7 @@ class _InvocationSync:
         self.store.log_record(run_id, record, _log_file(self.directory, record))
         self.store.complete(run_id, RUN_STATUS[record.status])
         self.written.add(run_id)
+        self.run_ids[record.identity] = run_id
 
     def _create_parent(self, experiment_id: str) -> str:
         if self.invocation is None:  # records written before invocations.jsonl existed
@@ -120,9 +125,16 @@ class _InvocationSync:
     def _complete_parent(self, parent_id: str) -> None:
         matrix = _matrix(self.invocation)
         everything = self.reused + self.records
-        summary = summarize(everything, matrix.parity if matrix else None)
+        summary = summarize(everything, matrix.parity if matrix else None)  # the matrix's rule: for old records
         stamp = self.invocation.started.at if self.invocation else self.records[0].started_at
         self.store.log_summary(parent_id, summary, stamp)
+        runs = [(record, self.run_ids[record.identity]) for record in self.records if record.identity in self.run_ids]
+        self.store.log_verdicts(summary, runs, stamp)
+        described = next((record for record in self.records if record.machine), None)
+        if described is not None:
+            self.store.describe_parent(parent_id, described, described.matrix, stamp)
+        if self.key in _report_invocations(self.directory.path / "report"):
+            self.store.log_report(parent_id, self.directory.path / "report")
         if self.invocation is None or self.invocation.finished:
             outcome = judge(everything, summary, matrix.expect if matrix else ())
             self.store.complete(parent_id, "FINISHED", {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
@@ -149,6 +161,14 @@ def _matrix(invocation: Invocation | None) -> Matrix | None:
         return Matrix.model_validate(invocation.started.matrix_config)
     except ValidationError:
         return None
+
+
+def _report_invocations(folder: Path) -> list[str]:
+    """The invocations a folder's report covers (none if it has no readable report)."""
+    try:
+        return json.loads((folder / "report.json").read_text()).get("invocations", [])
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def _log_file(directory: RunDirectory, record: CellRecord) -> Path | None:

@@ -1,0 +1,179 @@
+"""Records in, the report's content out: machines, rows, references and claims. No torch here.
+
+Everything is recomputed from the records (and the reference data): nothing is read from a log
+line or a tracker. Machines are kept apart by their key (amp_suite.machine); rows of one machine
+pool its hosts and say how many.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+import amp_suite
+from amp_suite.machine import Machine
+from amp_suite.report.claims import ClaimResult, Evidence, judge_claims, thresholds_dict
+from amp_suite.report.references import Reference, ReferenceResult, match_references
+from amp_suite.results import CellRecord, utc_now
+from amp_suite.summary import BASELINES, SummaryRow, machine_key, summarize
+
+
+class MachineEntry(BaseModel):
+    id: str  # short, stable: what rows, references and claims refer to
+    label: str  # a column heading: device model (and compute capability)
+    key: str  # device model and software stack: what must match for records to pool
+    device_type: str
+    device_name: str
+    compute_capability: str | None
+    driver: str | None
+    cuda: str | None
+    torch: str | None
+    hosts: list[str]  # the hosts pooled into this machine
+    records: int
+
+
+class Row(BaseModel):
+    machine: str  # a machine id
+    matrix: str
+    setup: str  # the configuration compared across precisions (and machines): all but seed and precision
+    workload: str
+    batch_size: int
+    precision: str
+    status: str  # ok, or the worst status among its seeds (failed, diverged, skipped)
+    reason: str | None
+    runs: int  # seeds that finished ok
+    hosts: int
+    throughput: float | None  # mean over ok seeds, in `unit`
+    unit: str
+    speedup: float | None  # against the report's baseline
+    speedup_interval: tuple[float, float] | None  # 95%, with 2+ seeds on both sides
+    speedup_vs_fp32: float | None
+    speedup_vs_tf32: float | None
+    peak_memory_mb: float | None
+    memory_ratio: float | None  # peak memory / fp32's
+    val_metric_name: str | None
+    val_metric: float | None
+    parity: str | None  # pass, fail or indicative (against fp32); null for fp32 and where a side is missing
+    parity_delta: float | None
+    parity_tolerance: float | None
+
+
+class Report(BaseModel):
+    generated_at: str
+    suite_version: str
+    baseline: str  # what `speedup` divides by: fp32 or tf32
+    sources: list[str]
+    invocations: list[str]  # the `amp-suite run`s whose records it covers
+    records: int
+    unreadable: int  # lines or runs that could not be read as records
+    thresholds: dict[str, float]  # the claims' thresholds
+    machines: list[MachineEntry]
+    rows: list[Row]
+    references: list[ReferenceResult]
+    claims: list[ClaimResult]
+    notes: list[str] = Field(default_factory=list)
+
+
+def build_report(
+    records: Sequence[CellRecord],
+    references: Sequence[Reference],
+    baseline: str = "fp32",
+    sources: Sequence[str] = (),
+    unreadable: int = 0,
+) -> Report:
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {BASELINES}")
+    summary = summarize(records)
+    objects = _machine_objects(records)
+    machines = _machines(records, objects)
+    ids = {key: entry.id for key, entry in machines.items()}
+    configs = _workload_configs(records)
+    evidence = {
+        ids[key]: Evidence(
+            machine=machine,
+            rows=[row for row in summary if row.machine == key],
+            records=[r for r in records if machine_key(r) == key],
+            kinds={name: config.get("workload", name) for (k, name), config in configs.items() if k == key},
+        )
+        for key, machine in objects.items()
+    }
+    return Report(
+        generated_at=utc_now(),
+        suite_version=amp_suite.__version__,
+        baseline=baseline,
+        sources=list(sources),
+        invocations=sorted({r.invocation_id for r in records if r.invocation_id}),
+        records=len(records),
+        unreadable=unreadable,
+        thresholds=thresholds_dict(),
+        machines=list(machines.values()),
+        rows=[_row(row, ids[row.machine], baseline) for row in summary],
+        references=match_references(list(references), objects, summary, configs, ids),
+        claims=judge_claims(evidence),
+    )
+
+
+def _row(row: SummaryRow, machine_id: str, baseline: str) -> Row:
+    speedup, interval = row.speedup_against(baseline)
+    p = row.parity
+    own = ("machine", "speedup", "speedup_interval", "parity")  # what the report restates
+    shared = {key: value for key, value in row.as_dict().items() if key in Row.model_fields and key not in own}
+    return Row(
+        **shared, machine=machine_id, speedup=speedup, speedup_interval=interval, speedup_vs_fp32=row.speedup,
+        parity=p.verdict if p else None, parity_delta=p and p.delta, parity_tolerance=p and p.tolerance,
+    )  # fmt: skip
+
+
+def _machine_objects(records: Sequence[CellRecord]) -> dict[str, Machine]:
+    found: dict[str, Machine] = {}
+    for record in records:
+        if record.machine is not None:
+            found.setdefault(record.machine.key, record.machine)
+    return found
+
+
+def _machines(records: Sequence[CellRecord], objects: dict[str, Machine]) -> dict[str, MachineEntry]:
+    hosts: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    for record in records:
+        key = machine_key(record)
+        counts[key] = counts.get(key, 0) + 1
+        if record.machine and record.machine.host:
+            hosts.setdefault(key, set()).add(record.machine.host)
+    entries = {}
+    for key, count in counts.items():
+        machine = objects.get(key)
+        label = machine.label if machine else key
+        entries[key] = MachineEntry(
+            id=_machine_id(label, key),
+            label=label,
+            key=key,
+            device_type=machine.device_type if machine else "unknown",
+            device_name=machine.device_name if machine else "unknown",
+            compute_capability=machine.compute_capability if machine else None,
+            driver=machine.driver if machine else None,
+            cuda=machine.cuda if machine else None,
+            torch=machine.torch if machine else None,
+            hosts=sorted(hosts.get(key, ())),
+            records=count,
+        )
+    return entries
+
+
+def _machine_id(label: str, key: str) -> str:
+    """A slug of the label plus a short hash of the key: stable, and distinct for every key."""
+    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:40]
+    return f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:6]}"
+
+
+def _workload_configs(records: Sequence[CellRecord]) -> dict[tuple[str, str], dict[str, Any]]:
+    configs: dict[tuple[str, str], dict[str, Any]] = {}
+    for record in records:
+        workload = record.config.get("workload")
+        if isinstance(workload, dict):
+            configs.setdefault((machine_key(record), record.workload), workload)
+    return configs

@@ -1,0 +1,191 @@
+"""The report's figures (matplotlib, PNG). Each is drawn from the report's rows or the records.
+
+Sizes are bounded whatever the number of records: at most MAX_PANELS panels per figure and one
+curve per (machine, workload, precision), taken from its lowest seed.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from amp_suite.report.build import Report, Row
+from amp_suite.results import CellRecord
+from amp_suite.summary import group_key
+
+MAX_PANELS = 12
+PRECISION_COLORS = {
+    "fp32": "#4c72b0", "tf32": "#55a868", "fp16": "#dd8452", "bf16": "#c44e52", "fp16-noscale": "#8172b3",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str  # file name under figures/
+    title: str
+    png: bytes
+
+
+def draw_figures(report: Report, records: Sequence[CellRecord]) -> list[Figure]:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display, no GUI toolkit
+    labels = {m.id: m.label for m in report.machines}
+    ids = {m.key: m.id for m in report.machines}
+    drawn = [
+        _draw("speedup.png", f"Speedup against {report.baseline}, by precision and machine", _speedup, report, labels),
+        _draw("peak_memory.png", "Peak memory by precision and machine", _memory, report, labels),
+        _draw("throughput.png", "Throughput against batch size", _throughput, report, labels),
+        _draw("loss_curves.png", "Training loss per precision (measured steps)", _losses, records, ids, labels),
+        _draw("loss_scale.png", "fp16 GradScaler loss scale per step", _loss_scales, records, ids, labels),
+    ]
+    return [figure for figure in drawn if figure is not None]
+
+
+def _draw(name: str, title: str, painter: Callable[..., object], *args) -> Figure | None:
+    import matplotlib.pyplot as plt
+
+    figure = painter(*args)
+    if figure is None:
+        return None
+    figure.suptitle(title)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90)
+    plt.close(figure)
+    return Figure(name, title, buffer.getvalue())
+
+
+def _panels(count: int, width: float = 4.2, height: float = 3.2):
+    import matplotlib.pyplot as plt
+
+    columns = min(count, 3)
+    rows = math.ceil(count / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows + 0.6), squeeze=False)
+    for extra in axes.flat[count:]:
+        extra.set_visible(False)
+    return figure, list(axes.flat)
+
+
+def _by_workload(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(f"{row.workload} / batch {row.batch_size} ({row.matrix})", []).append(row)
+    return dict(list(groups.items())[:MAX_PANELS])
+
+
+def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row], float | None], ylabel: str, skip):
+    groups = {where: [r for r in rows if value(r) is not None and r.precision != skip] for where, rows in
+              _by_workload(report.rows).items()}  # fmt: skip
+    groups = {where: rows for where, rows in groups.items() if rows}
+    if not groups:
+        return None
+    figure, axes = _panels(len(groups))
+    for axis, (where, rows) in zip(axes, groups.items(), strict=False):
+        machines = list(dict.fromkeys(r.machine for r in rows))
+        precisions = list(dict.fromkeys(r.precision for r in rows))
+        width = 0.8 / len(precisions)
+        for i, precision in enumerate(precisions):
+            for j, machine in enumerate(machines):
+                row = next((r for r in rows if r.machine == machine and r.precision == precision), None)
+                if row is None:
+                    continue
+                height = value(row)
+                error = _error(row, height) if skip else None
+                axis.bar(j + i * width, height, width, color=PRECISION_COLORS.get(precision, "gray"),
+                         yerr=error, capsize=3, label=precision if j == 0 else None)  # fmt: skip
+        axis.set_xticks([j + width * (len(precisions) - 1) / 2 for j in range(len(machines))])
+        axis.set_xticklabels([_short(labels[m]) for m in machines], fontsize=8)
+        axis.set_title(where, fontsize=10)
+        axis.set_ylabel(ylabel)
+        if skip:
+            axis.axhline(1.0, color="black", linewidth=0.8)
+        axis.legend(fontsize=8)
+    return figure
+
+
+def _error(row: Row, height: float):
+    if row.speedup_interval is None:
+        return None
+    low, high = row.speedup_interval
+    return [[max(height - low, 0)], [max(high - height, 0)]]
+
+
+def _speedup(report: Report, labels: dict[str, str]):
+    return _grouped_bars(report, labels, lambda r: r.speedup, f"x vs {report.baseline}", report.baseline)
+
+
+def _memory(report: Report, labels: dict[str, str]):
+    return _grouped_bars(report, labels, lambda r: r.peak_memory_mb, "peak MB", None)
+
+
+def _throughput(report: Report, labels: dict[str, str]):
+    """One panel per workload of a matrix; a line per (machine, precision) across its batch sizes."""
+    panels = list(dict.fromkeys((r.matrix, r.workload) for r in report.rows if r.throughput))[:MAX_PANELS]
+    if not panels:
+        return None
+    figure, axes = _panels(len(panels))
+    for axis, (matrix, workload) in zip(axes, panels, strict=False):
+        rows = [r for r in report.rows if (r.matrix, r.workload) == (matrix, workload) and r.throughput]
+        for machine, precision in dict.fromkeys((r.machine, r.precision) for r in rows):
+            mine = [r for r in rows if (r.machine, r.precision) == (machine, precision)]
+            line = sorted((r.batch_size, r.throughput) for r in mine)
+            axis.plot(
+                [batch for batch, _ in line], [rate for _, rate in line], marker="o",
+                color=PRECISION_COLORS.get(precision, "gray"), label=f"{precision}, {_short(labels[machine])}",
+            )  # fmt: skip
+        axis.set_title(f"{workload} ({matrix})", fontsize=10)
+        axis.set_xlabel("batch size")
+        axis.set_ylabel(rows[0].unit)
+        axis.legend(fontsize=7)
+    return figure
+
+
+def _first_seeds(records: Sequence[CellRecord], has: Callable[[CellRecord], bool]) -> dict[tuple, CellRecord]:
+    """One record per (machine, setup, precision): the lowest seed that has the curve."""
+    chosen: dict[tuple, CellRecord] = {}
+    for record in sorted(records, key=lambda r: r.seed):
+        if has(record):
+            chosen.setdefault(group_key(record), record)
+    return chosen
+
+
+def _curves(records, ids, labels, has, values, ylabel, group_by_precision: bool):
+    chosen = _first_seeds(records, has)
+    panels = list(dict.fromkeys(key[:2] for key in chosen))[:MAX_PANELS]  # (machine, setup)
+    if not panels:
+        return None
+    figure, axes = _panels(len(panels))
+    for axis, panel in zip(axes, panels, strict=False):
+        shown = [record for key, record in chosen.items() if key[:2] == panel]
+        for record in shown:
+            color = PRECISION_COLORS.get(record.precision, "gray") if group_by_precision else None
+            axis.plot(values(record), color=color, linewidth=1, label=f"{record.precision} (seed {record.seed})")
+        first = shown[0]
+        where = f"{first.workload} / batch {first.batch_size} ({first.matrix})"
+        axis.set_title(f"{where}\n{_short(labels[ids[panel[0]]])}", fontsize=9)
+        axis.set_xlabel("step")
+        axis.set_ylabel(ylabel)
+        axis.legend(fontsize=7)
+    return figure
+
+
+def _losses(records: Sequence[CellRecord], ids: dict[str, str], labels: dict[str, str]):
+    has = lambda r: bool(r.loss_curve) and r.status in ("ok", "diverged")  # noqa: E731
+    return _curves(records, ids, labels, has, lambda r: r.loss_curve, "training loss", True)
+
+
+def _loss_scales(records: Sequence[CellRecord], ids: dict[str, str], labels: dict[str, str]):
+    has = lambda r: bool(r.loss_scale_curve)  # noqa: E731
+    figure = _curves(records, ids, labels, has, lambda r: r.loss_scale_curve, "loss scale", True)
+    if figure is not None:
+        for axis in figure.axes:
+            if axis.get_visible() and axis.lines:
+                axis.set_yscale("log", base=2)
+    return figure
+
+
+def _short(label: str, limit: int = 28) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"

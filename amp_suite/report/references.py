@@ -1,0 +1,181 @@
+"""Published reference figures (data files under amp_suite/references/) and whether they reproduce.
+
+A reference is matched only to runs on the same GPU model (its name without vendor words, as
+torch reports it) with the configuration it was measured with: never across GPU models. A
+speedup is recomputed from the two matched throughputs of one machine, because a published
+speedup may compare runs that differ in more than precision (NVIDIA's ResNet-50 TF32 side ran
+NCHW, its AMP side channels_last). Verdicts: reproduced (within the tolerance), not reproduced,
+or no matching run (with why: no such GPU, no such configuration, or out of a matrix's reach).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from amp_suite.config import ConfigError
+from amp_suite.config.loading import describe_validation_error
+from amp_suite.machine import Machine
+from amp_suite.summary import SummaryRow
+
+SHIPPED = Path(__file__).resolve().parent.parent / "references"
+DEFAULT_TOLERANCE = 0.15  # relative, on throughput and on speedup
+# NVIDIA's "mixed precision" (AMP) is fp16 with loss scaling: the suite's fp16 mode.
+PRECISION_NAMES = {"amp": "fp16", "fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16"}
+Verdict = Literal["reproduced", "not reproduced", "no matching run"]
+
+
+class Source(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    document: str
+    table: str
+    date: str
+    url: str
+
+
+class Reference(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9-]{1,100}$")
+    source: Source
+    gpu: str = Field(description="GPU model as torch names it, without 'NVIDIA '/'Tesla ' (A100-SXM4-80GB)")
+    gpus: int = 1
+    model: str
+    config: dict[str, Any] = Field(description="the measured configuration in the suite's terms (plus batch_size)")
+    precision: str
+    metric: Literal["throughput", "speedup", "top1_accuracy"]
+    unit: str
+    baseline: str | None = None
+    baseline_config: dict[str, Any] = Field(default_factory=dict, description="where the baseline side differed")
+    value: float
+    needs: str | None = Field(None, description="why no matrix can match it (e.g. a 90-epoch run)")
+    note: str | None = None
+    tolerance: float = DEFAULT_TOLERANCE
+
+
+class ReferenceFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source_repository: str | None = None
+    commit: str | None = None
+    references: list[Reference]
+
+
+class ReferenceResult(BaseModel):
+    """One reference against one machine (or against none: `machine` is null)."""
+
+    id: str
+    gpu: str
+    model: str
+    precision: str
+    metric: str
+    unit: str
+    published: float
+    measured: float | None
+    ratio: float | None  # measured / published
+    tolerance: float
+    verdict: Verdict
+    machine: str | None  # the machine id it was matched to
+    why: str  # how the verdict was reached, in a sentence
+    source: str  # document, table and date
+
+
+def load_references(name_or_path: str | None) -> list[Reference]:
+    """Shipped reference sets by name (all of them when None), or a YAML file of the same shape."""
+    if name_or_path is None:
+        return [ref for path in sorted(SHIPPED.glob("*.yaml")) for ref in _read(path)]
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = SHIPPED / f"{name_or_path.removesuffix('.yaml')}.yaml"
+    if not path.is_file():
+        shipped = sorted(p.stem for p in SHIPPED.glob("*.yaml"))
+        raise ConfigError(f"--references: no file or shipped set named {name_or_path[:80]!r}; shipped: {shipped}")
+    return _read(path)
+
+
+def _read(path: Path) -> list[Reference]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return ReferenceFile.model_validate(data).references
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: not a readable reference file ({type(exc).__name__})") from None
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {describe_validation_error(exc)}") from None
+
+
+def match_references(
+    references: list[Reference],
+    machines: dict[str, Machine],
+    rows: list[SummaryRow],
+    configs: dict[tuple[str, str], dict[str, Any]],
+    machine_ids: dict[str, str],
+) -> list[ReferenceResult]:
+    """`configs`: (machine key, workload name) -> that workload's resolved config."""
+    results = []
+    for reference in references:
+        results += _judge(reference, machines, rows, configs, machine_ids)
+    return results
+
+
+def _judge(reference, machines, rows, configs, machine_ids) -> list[ReferenceResult]:
+    if reference.needs:
+        return [_result(reference, None, None, "no matching run", f"out of a short matrix's reach: {reference.needs}")]
+    same_gpu = [key for key, machine in machines.items() if _same_gpu(machine, reference.gpu)]
+    if not same_gpu:
+        return [_result(reference, None, None, "no matching run", f"no run on a {reference.gpu}")]
+    results = []
+    for key in same_gpu:
+        measured = _measure(reference, key, rows, configs)
+        if measured is None:
+            continue
+        ratio = measured / reference.value
+        verdict = "reproduced" if abs(ratio - 1) <= reference.tolerance else "not reproduced"
+        why = f"measured {ratio:.0%} of the published figure (tolerance ±{reference.tolerance:.0%})"
+        results.append(_result(reference, machine_ids[key], measured, verdict, why))
+    if not results:
+        wanted = ", ".join(f"{k} {v}" for k, v in reference.config.items() if k != "data")
+        why = f"runs on a {reference.gpu}, but none of {reference.precision} with {wanted}"
+        return [_result(reference, None, None, "no matching run", why)]
+    return results
+
+
+def _measure(reference: Reference, machine: str, rows: list[SummaryRow], configs) -> float | None:
+    precision = PRECISION_NAMES.get(reference.precision, reference.precision)
+    throughput = _throughput(machine, precision, reference.config, rows, configs)
+    if reference.metric == "throughput" or throughput is None:
+        return throughput
+    baseline_config = {**reference.config, **reference.baseline_config}
+    baseline = _throughput(machine, reference.baseline or "fp32", baseline_config, rows, configs)
+    return throughput / baseline if baseline else None
+
+
+def _throughput(machine: str, precision: str, wanted: dict[str, Any], rows: list[SummaryRow], configs) -> float | None:
+    for row in rows:
+        if row.machine != machine or row.precision != precision or row.throughput is None:
+            continue
+        if row.batch_size == wanted.get("batch_size") and _same_config(configs.get((machine, row.workload)), wanted):
+            return row.throughput
+    return None
+
+
+def _same_config(config: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+    """Every setting the reference states, except its data (the suite's inputs stay on the device)."""
+    if config is None:
+        return False
+    return all(config.get(key) == value for key, value in wanted.items() if key not in ("batch_size", "data"))
+
+
+def _same_gpu(machine: Machine, gpu: str) -> bool:
+    return machine.device_type == "cuda" and machine.model_name.casefold() == gpu.casefold()
+
+
+def _result(reference: Reference, machine: str | None, measured: float | None, verdict: Verdict, why: str):
+    source = reference.source
+    return ReferenceResult(
+        id=reference.id, gpu=reference.gpu, model=reference.model, precision=reference.precision,
+        metric=reference.metric, unit=reference.unit, published=reference.value, measured=measured,
+        ratio=None if measured is None else measured / reference.value, tolerance=reference.tolerance,
+        verdict=verdict, machine=machine, why=why, source=f"{source.document}, {source.table} ({source.date})",
+    )  # fmt: skip

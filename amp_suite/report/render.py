@@ -1,0 +1,213 @@
+"""The report as files: report.json for machines, report.md for pull requests, report.html for people.
+
+Markdown and HTML show the same sections, built once as plain tables of text. report.html is
+self-contained (styles inline, figures as data: URIs, no script, no link out of the page) so it
+renders inside MLflow's sandboxed artifact viewer and from a copied folder.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from amp_suite.report.build import Report, Row
+from amp_suite.report.claims import CLAIMS
+from amp_suite.report.figures import Figure
+
+FORMATS = ("html", "md", "json")
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    intro: str
+    headers: Sequence[str]
+    rows: Sequence[Sequence[str]]
+
+
+def write_report(report: Report, figures: Sequence[Figure], out: Path, formats: Sequence[str]) -> list[Path]:
+    """Writes each format whole (a temporary file renamed into place); returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if "json" in formats:
+        written.append(_write(out / "report.json", report.model_dump_json(indent=2)))
+    if figures and "md" in formats:
+        (out / "figures").mkdir(exist_ok=True)
+        written += [_write_bytes(out / "figures" / figure.name, figure.png) for figure in figures]
+    if "md" in formats:
+        written.append(_write(out / "report.md", to_markdown(report, figures)))
+    if "html" in formats:
+        written.append(_write(out / "report.html", to_html(report, figures)))
+    return written
+
+
+def sections(report: Report) -> list[Section]:
+    labels = {m.id: m.label for m in report.machines}
+    found = [_machines(report)]
+    found += [_machine_rows(report, m.id, m.label) for m in report.machines]
+    if len(report.machines) > 1:
+        found.append(_across(report, labels))
+    found.append(_references(report, labels))
+    found.append(_claims(report, labels))
+    return found
+
+
+def _machines(report: Report) -> Section:
+    rows = [
+        [m.label, m.device_name, m.compute_capability or "-", m.driver or "-", m.cuda or "-", m.torch or "-",
+         f"{len(m.hosts)}: {', '.join(m.hosts)}" if m.hosts else "-", str(m.records)]
+        for m in report.machines
+    ]  # fmt: skip
+    intro = (
+        "Records pool only within a machine: the same device model and software stack (driver, CUDA, torch)."
+        " Hosts with the same key are pooled, and counted here."
+    )
+    return Section("Machines", intro, ("machine", "device", "cc", "driver", "CUDA", "torch", "hosts", "records"), rows)
+
+
+def _machine_rows(report: Report, machine: str, label: str) -> Section:
+    headers = ("matrix", "workload", "batch", "precision", "status", "throughput", f"speedup vs {report.baseline}",
+               "vs fp32", "vs tf32", "memory vs fp32", "parity (delta / tolerance)")  # fmt: skip
+    rows = [
+        [r.matrix, r.workload, str(r.batch_size), r.precision, _status(r), _rate(r.throughput, r.unit),
+         _speedup(r.speedup, r.speedup_interval), _x(r.speedup_vs_fp32), _x(r.speedup_vs_tf32), _x(r.memory_ratio),
+         _parity(r)]
+        for r in report.rows if r.machine == machine
+    ]  # fmt: skip
+    intro = (
+        "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) needs two or"
+        " more seeds on both sides. Parity compares the validation metric with fp32's."
+    )
+    return Section(f"Results on {label}", intro, headers, rows)
+
+
+def _across(report: Report, labels: dict[str, str]) -> Section:
+    machines = [m.id for m in report.machines]
+    cells: dict[tuple[str, str], dict[str, Row]] = {}
+    for row in report.rows:
+        cells.setdefault((row.setup, row.precision), {})[row.machine] = row
+    rows = []
+    for found in cells.values():
+        first = next(iter(found.values()))
+        shown = [_across_cell(found.get(m), report.baseline) for m in machines]
+        rows.append([first.matrix, first.workload, str(first.batch_size), first.precision, *shown])
+    intro = f"Speedup against {report.baseline} (and throughput) per machine; machines are never merged."
+    headers = ("matrix", "workload", "batch", "precision", *(labels[m] for m in machines))
+    return Section("Across machines", intro, headers, rows)
+
+
+def _across_cell(row: Row | None, baseline: str) -> str:
+    if row is None:
+        return "not run"
+    if row.throughput is None:
+        return row.status
+    return f"{_x(row.speedup)} ({_rate(row.throughput, row.unit)})"
+
+
+def _references(report: Report, labels: dict[str, str]) -> Section:
+    rows = [
+        [r.id, r.gpu, r.precision, r.metric, _figure(r.published, r.unit),
+         "-" if r.measured is None else _figure(r.measured, r.unit), labels.get(r.machine, "-") if r.machine else "-",
+         r.verdict, r.why]
+        for r in report.references
+    ]  # fmt: skip
+    intro = (
+        "Published figures, matched only to runs on the same GPU model with the configuration they were measured"
+        " with. Sources are in the reference data (amp_suite/references/)."
+    )
+    headers = ("reference", "GPU", "precision", "metric", "published", "measured", "machine", "verdict", "why")
+    return Section("Published references", intro, headers, rows)
+
+
+def _claims(report: Report, labels: dict[str, str]) -> Section:
+    rows = [
+        [CLAIMS[c.claim][0], labels.get(c.machine, c.machine), c.verdict, c.evidence]
+        for c in report.claims
+    ]  # fmt: skip
+    thresholds = ", ".join(f"{k} {v}" for k, v in report.thresholds.items())
+    intro = f"Each claim of the autocast article, judged per machine from its records. Thresholds: {thresholds}."
+    return Section("The article's claims", intro, ("claim", "machine", "verdict", "evidence"), rows)
+
+
+# -- cells -----------------------------------------------------------------------------------
+
+
+def _status(row: Row) -> str:
+    return row.status if not row.reason else f"{row.status}: {row.reason}"
+
+
+def _rate(value: float | None, unit: str) -> str:
+    return "-" if value is None else f"{value:,.1f} {unit}"
+
+
+def _figure(value: float, unit: str) -> str:
+    return f"{value:,.0f} {unit}" if abs(value) >= 1000 else f"{value:.4g} {unit}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _speedup(value: float | None, interval: tuple[float, float] | None) -> str:
+    if value is None:
+        return "-"
+    return _x(value) + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
+
+
+def _parity(row: Row) -> str:
+    if row.parity is None:
+        return "-"
+    return f"{row.parity} ({row.parity_delta:+.4g} / {row.parity_tolerance:.4g})"
+
+
+# -- formats ---------------------------------------------------------------------------------
+
+
+def to_markdown(report: Report, figures: Sequence[Figure]) -> str:
+    lines = ["# amp-suite report", "", _header(report), ""]
+    for section in sections(report):
+        lines += [f"## {section.title}", "", section.intro, ""]
+        lines.append("| " + " | ".join(section.headers) + " |")
+        lines.append("|" + "---|" * len(section.headers))
+        lines += ["| " + " | ".join(_md_cell(cell) for cell in row) + " |" for row in section.rows]
+        lines.append("")
+    if figures:
+        lines += ["## Figures", ""]
+        lines += [f"![{figure.title}](figures/{figure.name})\n" for figure in figures]
+    return "\n".join(lines)
+
+
+def to_html(report: Report, figures: Sequence[Figure]) -> str:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    environment = Environment(loader=PackageLoader("amp_suite.report"), autoescape=select_autoescape(["html", "j2"]))
+    images = [(f.title, "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")) for f in figures]
+    return environment.get_template("report.html.j2").render(
+        header=_header(report), sections=sections(report), figures=images
+    )
+
+
+def _header(report: Report) -> str:
+    unread = f", {report.unreadable} unreadable" if report.unreadable else ""
+    return (
+        f"{report.records} records{unread} from {', '.join(report.sources) or 'no source'};"
+        f" {len(report.machines)} machine(s); speedups against {report.baseline}."
+        f" Generated {report.generated_at} by amp-suite {report.suite_version}."
+    )
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _write(path: Path, text: str) -> Path:
+    return _write_bytes(path, text.encode("utf-8"))
+
+
+def _write_bytes(path: Path, data: bytes) -> Path:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(data)
+    partial.replace(path)  # a reader never sees half a report
+    return path

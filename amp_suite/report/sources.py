@@ -1,0 +1,93 @@
+"""Where a report's records come from: run folders, results.jsonl files, or an MLflow experiment.
+
+A record found in several sources (a folder and the server it was synced to) is counted once,
+by its identity. Reading MLflow needs the store only: each cell run carries its record as the
+`record.json` artifact, exactly as results.jsonl holds it.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from amp_suite.config import ConfigError
+from amp_suite.results import CellRecord, ResultsFile, StoredRecord
+from amp_suite.rundir import RunDirectory
+
+
+@dataclass
+class Gathered:
+    records: list[CellRecord] = field(default_factory=list)
+    unreadable: int = 0
+    duplicates: int = 0
+    seen: set[str] = field(default_factory=set)
+
+    def add(self, records: list[CellRecord], unreadable: int) -> None:
+        self.unreadable += unreadable
+        for record in records:
+            if record.identity in self.seen:
+                self.duplicates += 1
+                continue
+            self.seen.add(record.identity)
+            self.records.append(record)
+
+
+def results_file(source: str) -> Path | None:
+    """The results.jsonl a source names: the file itself, or the one in a run folder."""
+    path = Path(source)
+    if path.is_dir():
+        return RunDirectory(path).results.path
+    if path.is_file():
+        return path
+    return None
+
+
+def check_sources(sources: list[str], tracking_uri: str | None) -> None:
+    """Cheap checks before anything is read: each source exists, or is an experiment name."""
+    for source in sources:
+        path = results_file(source)
+        if path is not None and not path.is_file():
+            raise ConfigError(f"{source}: not a run folder (no results.jsonl in it)")
+        if path is None and tracking_uri is None:
+            raise ConfigError(
+                f"{source[:200]}: no such run folder or results file (to read an MLflow experiment by name,"
+                " give --tracking-uri)"
+            )
+
+
+def gather(sources: list[str], tracking_uri: str | None) -> Gathered:
+    gathered = Gathered()
+    for source in sources:
+        path = results_file(source)
+        if path is not None:
+            gathered.add(*ResultsFile(path).read())
+        else:
+            gathered.add(*_experiment_records(source, tracking_uri))
+    return gathered
+
+
+def _experiment_records(experiment: str, tracking_uri: str | None) -> tuple[list[CellRecord], int]:
+    from mlflow.exceptions import MlflowException
+
+    from amp_suite.tracking.mlflow_store import TAG_RECORD, MlflowStore
+
+    store = MlflowStore(tracking_uri or "")
+    store.check_reachable()
+    experiment_id = store.experiment_id(experiment, create=False)
+    if experiment_id is None:
+        raise ConfigError(f"{experiment[:200]}: no such experiment in {tracking_uri}")
+    records, unreadable = [], 0
+    with tempfile.TemporaryDirectory(prefix="amp-suite-report-") as scratch:
+        for run in store.search(experiment_id):
+            if TAG_RECORD not in run.data.tags:
+                continue  # a parent run, or one amp-suite did not write
+            try:
+                local = store.client.download_artifacts(run.info.run_id, "record.json", scratch)
+                records.append(StoredRecord.model_validate(json.loads(Path(local).read_text())))
+            except (OSError, ValueError, ValidationError, MlflowException):  # e.g. its artifacts are gone
+                unreadable += 1
+    return records, unreadable
