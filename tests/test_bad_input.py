@@ -184,3 +184,31 @@ def test_ui_on_all_interfaces_warns_that_the_store_has_no_login(tmp_path):
                             "print(f('127.0.0.1'), f('::1'), f('localhost'), f('0.0.0.0'), f('example.com'))"],
                            capture_output=True, text=True)  # fmt: skip
     assert quiet.stdout.split() == ["True", "True", "True", "False", "False"]
+
+
+REFERENCE_FILE = "references:\n  - id: Not A Valid Id\n"
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["missing"], "missing: no such run folder or results file (to read an MLflow experiment"),
+        (["empty-folder"], "empty-folder: not a run folder (no results.jsonl in it)"),
+        (["empty.jsonl"], "no records in empty.jsonl: nothing to report"),
+        (["empty.jsonl", "--format", "html,pdf"], "--format: unknown ['pdf']"),
+        (["empty.jsonl", "--references", "nvidia"], "--references: no file or shipped set named 'nvidia'"),
+        (["empty.jsonl", "--references", "refs.yaml"], "refs.yaml: references.0.id: String should match"),
+        (["empty.jsonl", "--out", "empty.jsonl"], "--out empty.jsonl: exists and is not a folder"),
+        (["empty.jsonl", "--baseline", "fp16"], "Invalid value for '--baseline'"),
+    ],
+)
+def test_bad_report_input(tmp_path, args, expected):
+    (tmp_path / "empty-folder").mkdir()
+    (tmp_path / "empty.jsonl").touch()
+    _write(tmp_path / "refs.yaml", REFERENCE_FILE)
+    result = run_measured("report", *args, cwd=tmp_path)
+    if args[-1] == "fp16":  # typer's own parse error: exit 2 and the option named, in its own box
+        assert result["code"] == 2 and expected in result["stderr"], result
+        return
+    assert_refused(result, expected)
+    assert not (tmp_path / "report").exists()

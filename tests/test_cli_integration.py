@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -85,22 +87,40 @@ def test_resume_skips_cells_already_ok(tiny_run):
     assert [r["precision"] for r in added] == [r["precision"] for r in before if r["status"] != "ok"]
 
 
-def test_smoke_matrix_covers_everything_within_three_minutes(tmp_path):
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke")
     started = time.monotonic()
-    done = amp_suite(
-        "run", "--matrix", str(EXPERIMENTS / "smoke.yaml"), "--out", str(tmp_path), "--device", "cpu", cwd=tmp_path
-    )
-    elapsed = time.monotonic() - started
+    done = amp_suite("run", "--matrix", str(EXPERIMENTS / "smoke.yaml"), "--out", str(out), "--device", "cpu", cwd=out)
+    return out, done, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def failure_modes_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("failure-modes")
+    started = time.monotonic()
+    matrix = str(EXPERIMENTS / "failure-modes.yaml")
+    done = amp_suite("run", "--matrix", matrix, "--out", str(out), "--device", "cpu", cwd=out)
+    return out, done, time.monotonic() - started
+
+
+def children_by_cell(out: Path, experiment: str) -> dict:
+    return {run.data.tags["cell_id"]: run for run in nested_runs(out, experiment)[1]}
+
+
+def test_smoke_matrix_covers_everything_within_three_minutes_report_included(smoke_run):
+    out, done, elapsed = smoke_run
     assert done.returncode == 0, done.stderr
     assert elapsed < 180, f"smoke matrix took {elapsed:.0f}s"
-    records = read_records(tmp_path)
+    records = read_records(out)
     cells = {(r["workload"], r["precision"]): r for r in records}
     assert len(cells) == len(records) == 12
     assert all(r["status"] == "ok" or (r["status"] == "skipped" and r["reason"]) for r in records)
     forced = cells[("mlp", "fp16")]
     assert forced["status"] == "ok" and forced["loss_scale"] > 0  # the GradScaler path ran
-    parents, children = nested_runs(tmp_path, "smoke")
+    parents, children = nested_runs(out, "smoke")
     assert len(parents) == 1 and len(children) == 12
+    assert {p.name for p in (out / "report").iterdir()} >= {"report.html", "report.md", "report.json", "figures"}
 
     # Validation: fp32 learns well above chance (10 classes) without saturating; perplexity is finite.
     for workload in ("resnet", "mlp"):
@@ -108,22 +128,138 @@ def test_smoke_matrix_covers_everything_within_three_minutes(tmp_path):
         assert 0.3 < accuracy < 0.99, (workload, accuracy)
     perplexity = cells[("transformer", "fp32")]["val_metric"]
     assert math.isfinite(perplexity) and 4 < perplexity < 512  # between the chain's floor and uniform
-    # Every AMP cell that ran has a parity verdict (one seed: indicative), shown and stored.
+    # Every AMP cell that ran has a parity verdict (one seed: indicative), shown and stored on its run.
     amp = [r for r in records if r["precision"] != "fp32" and r["status"] == "ok"]
     assert amp and "indicative" in done.stdout
-    tags = parents[0].data.tags
-    assert all(tags[f"parity/{r['workload']}/bs{r['batch_size']}/{r['precision']}"] == "indicative" for r in amp)
+    runs = children_by_cell(out, "smoke")
+    assert all(runs[r["cell_id"]].data.tags["parity"] == "indicative" for r in amp)
 
 
-def test_failure_modes_fp16_without_scaling_fails_parity_and_with_scaling_passes(tmp_path):
-    started = time.monotonic()
-    matrix = str(EXPERIMENTS / "failure-modes.yaml")
-    done = amp_suite("run", "--matrix", matrix, "--out", str(tmp_path), "--device", "cpu", cwd=tmp_path)
-    elapsed = time.monotonic() - started
+def test_failure_modes_fp16_without_scaling_fails_parity_and_with_scaling_passes(failure_modes_run):
+    out, done, elapsed = failure_modes_run
     assert done.returncode == 0, done.stderr
     assert elapsed < 300, f"failure-modes matrix took {elapsed:.0f}s"
-    tags = nested_runs(tmp_path, "failure-modes")[0][0].data.tags
-    assert tags["parity/mlp/bs64/fp16"] == "pass"
-    assert tags["parity/mlp/bs64/fp16-noscale"] == "fail"
-    records = read_records(tmp_path)
+    records = read_records(out)
+    runs = children_by_cell(out, "failure-modes")
+    verdicts = {(r["precision"], runs[r["cell_id"]].data.tags["parity"]) for r in records if r["precision"] != "fp32"}
+    assert verdicts == {("fp16", "pass"), ("fp16-noscale", "fail")}
     assert all(r["grad_underflow_fraction"] > 0.9 for r in records)  # the reason, measured
+
+
+def test_a_record_stands_alone_and_mlflow_is_built_for_review(tiny_run):
+    from mlflow import MlflowClient
+
+    root, _, _ = tiny_run
+    out = root / "out"
+    record = read_records(out)[0]
+    assert record["parity_rule"] == {"tolerance": 0.02, "k": 2.0} and record["invocation_id"]
+    assert record["machine"]["device_type"] == "cpu" and record["machine"]["host"] and record["machine"]["torch"]
+
+    client = MlflowClient(tracking_uri=embedded(out))
+    experiment = client.get_experiment_by_name("tiny")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # not the GenAI view
+    parents, children = nested_runs(out, "tiny")  # a later test may have resumed into the folder
+    parent = next(p for p in parents if p.data.tags["amp_suite.invocation_id"] == record["invocation_id"])
+    host = record["machine"]["host"]
+    assert parent.info.run_name.startswith(f"{record['device_name']} @ {host} · tiny · ")
+    assert parent.data.tags["host"] == host and parent.data.tags["env.torch"] == record["machine"]["torch"]
+    assert not any(key.startswith("speedup/") for key in parent.data.metrics)  # no chart per metric name
+    listed = {f.path for f in client.list_artifacts(parent.info.run_id, "report")}
+    assert {"report/report.html", "report/report.md", "report/report.json"} <= listed
+    bf16 = next(c for c in children if c.data.params["precision"] == "bf16" and c.data.tags["status"] == "ok")
+    assert (bf16.data.params["workload"], bf16.data.params["batch_size"]) == ("mlp", "8")
+    assert bf16.data.tags["parity"] == "indicative" and bf16.data.metrics["speedup"] > 0
+    found = client.search_runs([experiment.experiment_id], "tags.parity = 'indicative'")
+    assert {r.info.run_id for r in found} >= {bf16.info.run_id}
+
+
+def test_a_moved_run_folder_still_lists_its_artifacts_in_the_ui(tiny_run, tmp_path):
+    import shutil
+    import urllib.request
+
+    from conftest import free_port, start_amp_suite, wait_for
+
+    root, _, _ = tiny_run
+    shutil.copytree(root / "out", tmp_path / "first-place")
+    moved = shutil.move(tmp_path / "first-place", tmp_path / "gathered")  # the old path is gone
+    child = read_records(Path(moved))[0]["mlflow_run_id"]
+    port = free_port()
+    ui = start_amp_suite("ui", "--out", str(moved), "--port", str(port), cwd=tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}/api/2.0/mlflow/artifacts/list?run_id={child}"
+
+        def listing():
+            try:
+                return json.loads(urllib.request.urlopen(url, timeout=5).read())
+            except OSError:
+                assert ui.poll() is None, ui.stderr.read()
+                return None
+
+        files = wait_for(listing, 90, "the MLflow UI")
+        assert "record.json" in {f["path"] for f in files.get("files", [])}, files
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
+
+
+def _second_machine(records: list[dict]) -> list[dict]:
+    """FIXTURE: the smoke records relabelled as if from an A100 box. Made-up, never a result."""
+    relabelled = []
+    for number, record in enumerate(records):
+        machine = {"device_type": "cuda", "device_name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0",
+                   "driver": "fixture", "cuda": "12.8", "torch": "2.14.1", "host": "fixture-second-machine",
+                   "tensor_cores": True, "fast_fp16": True, "fast_bf16": True, "tf32": True}  # fmt: skip
+        relabelled.append({**record, "record_id": f"fixture-{number}", "device": "cuda", "machine": machine})
+    return relabelled
+
+
+def test_report_keeps_machines_apart_and_judges_the_articles_claims(smoke_run, failure_modes_run, tmp_path):
+    smoke, fm = smoke_run[0], failure_modes_run[0]
+    fixture = tmp_path / "fixture-a100-results.jsonl"
+    fixture.write_text("".join(json.dumps(r) + "\n" for r in _second_machine(read_records(smoke))))
+    started = time.monotonic()
+    done = amp_suite("report", str(smoke), str(fm), str(fixture), "--out", str(tmp_path / "report"), cwd=tmp_path)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+
+    assert len(report["machines"]) == 2 and report["records"] == 12 + 9 + 12
+    cpu, a100 = sorted(report["machines"], key=lambda m: m["device_type"] == "cuda")
+    assert a100["hosts"] == ["fixture-second-machine"]
+    keys = [(r["machine"], r["setup"], r["precision"]) for r in report["rows"]]
+    assert len(keys) == len(set(keys)) and {r["machine"] for r in report["rows"]} == {cpu["id"], a100["id"]}
+    for row in report["rows"]:
+        assert {"workload", "batch_size", "precision", "machine", "throughput", "unit", "speedup",
+                "speedup_interval", "memory_ratio", "parity"} <= row.keys()  # fmt: skip
+    assert {r["unit"] for r in report["rows"]} == {"images/s", "tokens/s", "samples/s"}
+
+    claims = {(c["claim"], c["machine"]): c for c in report["claims"]}
+    assert claims[("tensor_core_speedup", cpu["id"])]["verdict"] == "not measured here"
+    assert claims[("fp16_needs_scaler", cpu["id"])]["verdict"] == "supported"  # failure-modes, measured here
+    assert "100% of gradients" in claims[("fp16_needs_scaler", cpu["id"])]["evidence"]
+    assert claims[("tensor_core_speedup", a100["id"])]["verdict"] in ("supported", "contradicted")
+    assert {r["verdict"] for r in report["references"]} == {"no matching run"}
+    assert all({"id", "gpu", "published", "measured", "ratio", "verdict"} <= r.keys() for r in report["references"])
+
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert f"| {cpu['label']} | {a100['label']} |" in markdown  # the cross-machine table's columns
+    html = (tmp_path / "report" / "report.html").read_text()
+    figures = list((tmp_path / "report" / "figures").glob("*.png"))
+    assert len(figures) >= 4 and html.count('<img src="data:image/png;base64,') == len(figures)
+    linked = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]*)""", html, re.I)
+    assert linked and all(target.startswith("data:image/png;base64,") for target in linked)  # nothing to fetch
+    assert not re.search(r"url\(|@import|<script|<link|<iframe", html, re.I)
+    assert elapsed < 60, f"report took {elapsed:.0f}s"
+
+
+def test_a_report_reads_an_mlflow_experiment_as_it_reads_the_folder(tiny_run, tmp_path):
+    root, _, _ = tiny_run
+    out = root / "out"
+    from_store = amp_suite("report", "tiny", "--tracking-uri", embedded(out), "--out", str(tmp_path / "store"),
+                           "--format", "json", cwd=tmp_path)  # fmt: skip
+    from_folder = amp_suite("report", str(out), "--out", str(tmp_path / "folder"), "--format", "json", cwd=tmp_path)
+    assert from_store.returncode == 0 and from_folder.returncode == 0, from_store.stderr + from_folder.stderr
+    store, folder = (json.loads((tmp_path / name / "report.json").read_text()) for name in ("store", "folder"))
+    assert store["records"] == folder["records"] == len(read_records(out))
+    assert store["rows"] == folder["rows"] and store["claims"] == folder["claims"]
+    assert not (tmp_path / "store" / "report.html").exists()  # only the formats asked for

@@ -6,8 +6,8 @@ import math
 import os
 
 import pytest
-from pydantic import ValidationError
 from conftest import tiny_matrix
+from pydantic import ValidationError
 
 from amp_suite import jsonl
 from amp_suite.config import Matrix

@@ -124,7 +124,7 @@ def _judge(reference, machines, rows, configs, machine_ids) -> list[ReferenceRes
         return [_result(reference, None, None, "no matching run", f"out of a short matrix's reach: {reference.needs}")]
     same_gpu = [key for key, machine in machines.items() if _same_gpu(machine, reference.gpu)]
     if not same_gpu:
-        return [_result(reference, None, None, "no matching run", f"no run on a {reference.gpu}")]
+        return [_result(reference, None, None, "no matching run", f"no run on {reference.gpu}")]
     results = []
     for key in same_gpu:
         measured = _measure(reference, key, rows, configs)
@@ -136,7 +136,7 @@ def _judge(reference, machines, rows, configs, machine_ids) -> list[ReferenceRes
         results.append(_result(reference, machine_ids[key], measured, verdict, why))
     if not results:
         wanted = ", ".join(f"{k} {v}" for k, v in reference.config.items() if k != "data")
-        why = f"runs on a {reference.gpu}, but none of {reference.precision} with {wanted}"
+        why = f"runs on {reference.gpu}, but none of {reference.precision} with {wanted}"
         return [_result(reference, None, None, "no matching run", why)]
     return results
 

@@ -70,6 +70,15 @@ def gather(sources: list[str], tracking_uri: str | None) -> Gathered:
     return gathered
 
 
+def _record_of(store, run_id: str, scratch: Path) -> dict:
+    """The run's record.json, with the dtype audit that is logged beside it rather than in it."""
+    data = json.loads(Path(store.client.download_artifacts(run_id, "record.json", str(scratch))).read_text())
+    if any(f.path == "dtype_audit.json" for f in store.client.list_artifacts(run_id)):
+        audit = store.client.download_artifacts(run_id, "dtype_audit.json", str(scratch))
+        data["dtype_audit"] = json.loads(Path(audit).read_text())
+    return data
+
+
 def _experiment_records(experiment: str, tracking_uri: str | None) -> tuple[list[CellRecord], int]:
     from mlflow.exceptions import MlflowException
 
@@ -82,12 +91,12 @@ def _experiment_records(experiment: str, tracking_uri: str | None) -> tuple[list
         raise ConfigError(f"{experiment[:200]}: no such experiment in {tracking_uri}")
     records, unreadable = [], 0
     with tempfile.TemporaryDirectory(prefix="amp-suite-report-") as scratch:
-        for run in store.search(experiment_id):
+        # Oldest first, the order results.jsonl has them in (the store returns newest first).
+        for run in sorted(store.search(experiment_id), key=lambda run: run.info.start_time or 0):
             if TAG_RECORD not in run.data.tags:
                 continue  # a parent run, or one amp-suite did not write
             try:
-                local = store.client.download_artifacts(run.info.run_id, "record.json", scratch)
-                records.append(StoredRecord.model_validate(json.loads(Path(local).read_text())))
+                records.append(StoredRecord.model_validate(_record_of(store, run.info.run_id, Path(scratch))))
             except (OSError, ValueError, ValidationError, MlflowException):  # e.g. its artifacts are gone
                 unreadable += 1
     return records, unreadable

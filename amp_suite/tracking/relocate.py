@@ -28,7 +28,10 @@ def relocate_artifacts(database: Path) -> int:
     target = folder.resolve().as_uri()
     moved = 0
     with closing(sqlite3.connect(database)) as connection, connection:  # one transaction
-        experiments = connection.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
+        try:
+            experiments = connection.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
+        except sqlite3.Error:  # not (yet) an MLflow store: nothing to point anywhere
+            return 0
         for experiment_id, location in experiments:
             if not _elsewhere(location, target):
                 continue

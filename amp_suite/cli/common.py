@@ -1,0 +1,119 @@
+"""What every command shares: the Typer app, the two consoles, one-line errors, and the
+devices, matrices and options that several commands take."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from amp_suite.config import ConfigError
+from amp_suite.outcome import ExitCode
+from amp_suite.tracking.uri import mask_credentials
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Measure whether automatic mixed precision pays off on this machine, and record it in MLflow.",
+)
+# Logs and CI are not terminals; rich would squeeze the summary table into 80 columns there.
+console = Console(width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+# A wheel carries the matrices inside the package; a source checkout has them beside it.
+PACKAGED_EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+EXPERIMENTS_DIR = (
+    PACKAGED_EXPERIMENTS if PACKAGED_EXPERIMENTS.is_dir() else PACKAGED_EXPERIMENTS.parent.parent / "experiments"
+)
+# MLflow's HTTP defaults retry for ~4 minutes per call; a run would sit through that on every
+# call to a dead server. Users can still set their own values.
+MLFLOW_HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    # MLflow prints a "View run" link per run on stdout, through our progress display.
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+}
+
+
+class DeviceChoice(str, Enum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+def fail(message: str, code: int = ExitCode.BAD_INPUT) -> typer.Exit:
+    line = mask_credentials(" ".join(message.split()))
+    errors.print(f"amp-suite: error: {line}", highlight=False, markup=False, soft_wrap=True)
+    return typer.Exit(int(code))
+
+
+def say(message: str) -> None:
+    console.print(mask_credentials(message), highlight=False, markup=False)
+
+
+def resolve_device(choice: DeviceChoice) -> str:
+    import warnings
+
+    import torch  # checking for CUDA does not create a context in this process
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = torch.cuda.is_available()
+    if choice is DeviceChoice.auto:
+        return "cuda" if available else "cpu"
+    if choice is DeviceChoice.cuda and not available:
+        why = f" ({str(caught[0].message).strip().splitlines()[0][:200]})" if caught else ""
+        where = " (AMP_SUITE_DEVICE in this image)" if os.environ.get("AMP_SUITE_DEVICE") else ""
+        raise ConfigError(
+            f"--device cuda{where}: no CUDA GPU is visible to PyTorch{why}; give the container the GPUs"
+            " (docker run --gpus all) on a host whose driver supports this image's CUDA, or pass --device cpu"
+        )
+    return choice.value
+
+
+def default_matrix(device: str) -> Path:
+    return EXPERIMENTS_DIR / ("default.yaml" if device == "cuda" else "smoke.yaml")
+
+
+def resolve_matrix(given: Path) -> Path:
+    """A path, or the name of a shipped matrix ("smoke", "failure-modes.yaml"): in a container
+    the shipped ones live inside the package, not under the working directory."""
+    try:
+        if given.exists():
+            return given
+        for candidate in (EXPERIMENTS_DIR / given.name, EXPERIMENTS_DIR / f"{given.name}.yaml"):
+            if candidate.is_file():
+                return candidate
+    except OSError:  # e.g. a name too long for the file system
+        pass
+    return given  # load_matrix says what is wrong with it
+
+
+def split_names(option: str, values: Optional[str]) -> Optional[list[str]]:
+    if values is None:
+        return None
+    names = [v.strip() for v in values.split(",") if v.strip()]
+    if not names:
+        raise ConfigError(f"{option}: empty")
+    return names
+
+
+MatrixOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        help="Matrix YAML, or a shipped matrix's name (smoke, default, failure-modes, gpu-check)"
+        " [default: default on CUDA, else smoke]"
+    ),
+]
+OutOption = Annotated[
+    Path, typer.Option(envvar="AMP_SUITE_OUT", help="Folder for results.jsonl, logs and the embedded MLflow store.")
+]
+TrackingOption = Annotated[
+    Optional[str], typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow server [default: sqlite:///<out>/mlflow.db]")
+]

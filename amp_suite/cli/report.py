@@ -1,0 +1,90 @@
+"""`amp-suite report`: records of one or many machines in, report.html/md/json out."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from amp_suite.cli.common import app, fail, say, split_names
+from amp_suite.config import ConfigError
+from amp_suite.rundir import RunDirectory
+from amp_suite.tracking.uri import check_tracking_uri
+
+
+class BaselineChoice(str, Enum):
+    fp32 = "fp32"
+    tf32 = "tf32"
+
+
+@app.command()
+def report(
+    sources: Annotated[
+        list[str],
+        typer.Argument(
+            help="Run folders, results.jsonl files, or MLflow experiment names (with --tracking-uri).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Optional[Path], typer.Option(help="Folder for the report [default: <the run folder>/report, else ./report]")
+    ] = None,
+    formats: Annotated[str, typer.Option("--format", help="Comma-separated: html, md, json.")] = "html,md,json",
+    baseline: Annotated[BaselineChoice, typer.Option(help="What speedups divide by.")] = BaselineChoice.fp32,
+    references: Annotated[
+        Optional[str], typer.Option(help="A shipped reference set's name or a YAML file [default: every shipped set]")
+    ] = None,
+    tracking_uri: Annotated[
+        Optional[str], typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow store to read experiments from.")
+    ] = None,
+) -> None:
+    """Tables, figures, published references and the article's claims from records of one or many machines.
+
+    Machines (device model and software stack) are never merged: each is its own column."""
+    from amp_suite.report import load_references, make_report
+    from amp_suite.report.render import FORMATS
+    from amp_suite.report.sources import check_sources, gather
+
+    try:
+        chosen = split_names("--format", formats) or []
+        unknown = [f for f in chosen if f not in FORMATS]
+        if unknown:
+            raise ConfigError(f"--format: unknown {[u[:20] for u in unknown[:5]]}; choose from {list(FORMATS)}")
+        if tracking_uri is not None:
+            check_tracking_uri(tracking_uri)
+        check_sources(sources, tracking_uri)
+        destination = out or _report_folder(sources)
+        RunDirectory.check_writable(destination)
+        published = load_references(references)
+        gathered = gather(sources, tracking_uri)
+        if not gathered.records:
+            raise ConfigError(f"no records in {', '.join(s[:200] for s in sources)}: nothing to report")
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except ConnectionError as exc:
+        raise fail(f"tracking store {tracking_uri} is not usable: {exc}") from None
+    done, written = make_report(
+        gathered.records, published, baseline.value, sources, gathered.unreadable, destination, chosen
+    )
+    verdicts = _counts(c.verdict for c in done.claims)
+    matched = _counts(r.verdict for r in done.references)
+    say(f"{done.records} records, {len(done.machines)} machine(s): {', '.join(m.label for m in done.machines)}")
+    say(f"claims: {verdicts}; references: {matched}")
+    for path in written:
+        if path.parent == destination:
+            say(f"wrote {path}")
+
+
+def _report_folder(sources: list[str]) -> Path:
+    """A single run folder keeps its report beside its records; anything else writes ./report."""
+    if len(sources) == 1 and Path(sources[0]).is_dir():
+        return Path(sources[0]) / "report"
+    return Path("report")
+
+
+def _counts(values) -> str:
+    from collections import Counter
+
+    return ", ".join(f"{n} {v}" for v, n in Counter(values).items()) or "none"

@@ -1,0 +1,161 @@
+"""`amp-suite run`: check the input, run the matrix, write its report, say how it ended."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from amp_suite.cli.common import (
+    MLFLOW_HTTP_DEFAULTS,
+    DeviceChoice,
+    MatrixOption,
+    OutOption,
+    TrackingOption,
+    app,
+    console,
+    default_matrix,
+    fail,
+    resolve_device,
+    resolve_matrix,
+    say,
+    split_names,
+)
+from amp_suite.config import ConfigError, Matrix, load_matrix, read_matrix_text
+from amp_suite.outcome import ExitCode
+from amp_suite.rundir import RunDirectory
+from amp_suite.tracking.uri import check_tracking_uri, embedded_store_uri, mask_credentials
+
+IMAGE_PREFIX = "AMP_SUITE_IMAGE_"  # set by the container image: its base, CUDA line, torch index
+MAX_EXPERIMENT_NAME = 256
+
+
+@app.command()
+def run(
+    matrix: MatrixOption = None,
+    out: OutOption = Path("runs"),
+    tracking_uri: TrackingOption = None,
+    experiment: Annotated[Optional[str], typer.Option(help="MLflow experiment [default: the matrix name]")] = None,
+    device: Annotated[
+        DeviceChoice, typer.Option(envvar="AMP_SUITE_DEVICE", help="Where cells run; auto falls back to the CPU.")
+    ] = DeviceChoice.auto,
+    workloads: Annotated[Optional[str], typer.Option(help="Comma-separated workload names to keep.")] = None,
+    precisions: Annotated[Optional[str], typer.Option(help="Comma-separated precision modes to keep.")] = None,
+    force: Annotated[bool, typer.Option(help="Run modes this hardware is slow at instead of skipping them.")] = False,
+    resume: Annotated[bool, typer.Option(help="Skip cells already recorded ok in <out>/results.jsonl.")] = False,
+) -> None:
+    """Run a precision matrix and record every cell in results.jsonl and MLflow."""
+    try:
+        # Everything that needs no torch is checked first: bad input fails in a second.
+        if tracking_uri is not None:
+            check_tracking_uri(tracking_uri)
+        RunDirectory.check_writable(out)
+        if experiment is not None and not 0 < len(experiment) <= MAX_EXPERIMENT_NAME:
+            raise ConfigError(f"--experiment: give 1 to {MAX_EXPERIMENT_NAME} characters")
+        selection = (split_names("--workloads", workloads), split_names("--precisions", precisions))
+        path = resolve_matrix(matrix) if matrix is not None else None
+        selected = load_matrix(path).select(*selection) if path is not None else None
+        resolved_device = resolve_device(device)  # the first torch import: after the cheap checks
+        if resolved_device == "cpu" and device is DeviceChoice.auto:
+            say("No CUDA GPU is visible to PyTorch: running on the CPU.")
+        if path is None:
+            path = default_matrix(resolved_device)
+            say(f"No --matrix given: running {path} for device {resolved_device}.")
+            selected = load_matrix(path).select(*selection)
+        cells = selected.cells(resolved_device, force=force)
+        text = read_matrix_text(path)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    if not any(w.data.source == "hub" for w in selected.workloads):
+        # Nothing asked for the hub: make sure no library waits on it (HF retries for ~25 s).
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    for key, value in MLFLOW_HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    _run_matrix(selected, cells, text, out, tracking_uri, experiment or selected.name, resume)
+
+
+def deployment_environment() -> dict[str, object]:
+    """What the container image says about itself, for every record's environment block."""
+    image = {
+        key.removeprefix(IMAGE_PREFIX).lower(): value
+        for key, value in os.environ.items()
+        if key.startswith(IMAGE_PREFIX)
+    }
+    extra: dict[str, object] = {"image": image} if image else {}
+    if os.environ.get("AMP_SUITE_GIT_COMMIT"):  # an image has no .git to ask
+        extra["git_commit"] = os.environ["AMP_SUITE_GIT_COMMIT"]
+    return extra
+
+
+def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, experiment: str, resume: bool) -> None:
+    from amp_suite.display import RichDisplay, print_outcome, print_summary
+    from amp_suite.jsonl import LineWriteError
+    from amp_suite.runner import MatrixRunner
+    from amp_suite.signals import signal_of, stop_on_signals
+    from amp_suite.tracking import FailSafeTracker, TrackingError
+    from amp_suite.tracking.mlflow_tracker import MlflowTracker
+
+    directory = RunDirectory(out)
+    uri = tracking_uri or embedded_store_uri(out)
+    catch_up = f"amp-suite sync {out}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
+    try:
+        store = _open_store(tracking_uri, None) if tracking_uri else None
+        if store is not None:
+            store.check_reachable()  # before anything is written
+        with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
+            store = store or _open_store(uri, out / "mlartifacts")  # the embedded store lives in --out
+            tracker = FailSafeTracker(MlflowTracker(store), display.warn, mask_credentials(catch_up))
+            runner = MatrixRunner(
+                matrix, cells, directory, tracker, display, resume, deployment_environment(), _reporter(out)
+            )
+            records, summary, outcome = runner.run(experiment, text)
+    except ConfigError as exc:  # the folder is busy or can't be written
+        raise fail(str(exc)) from None
+    except (TrackingError, ConnectionError) as exc:
+        raise fail(f"tracking store {uri} is not usable: {exc}") from None
+    except LineWriteError as exc:
+        raise fail(
+            f"{exc.strerror}; every record before it is intact in {directory.results.path}."
+            " Make room, then run again with --resume",
+            ExitCode.WRITE_FAILED,
+        ) from None
+    except KeyboardInterrupt as exc:
+        stopped_by = signal_of(exc)
+        raise fail(
+            f"stopped by {stopped_by.name}; finished cells are in {directory.results.path} (--resume continues)",
+            128 + stopped_by,
+        ) from None
+    kinds = sorted({r.peak_memory_kind for r in records if r.peak_memory_kind})
+    print_summary(console, summary, f"{matrix.name}: {len(records)} cells", ", ".join(kinds) or None)
+    say(f"Results: {directory.results.path}   Report: {out / 'report' / 'report.html'}")
+    say(f"MLflow: {uri}   (amp-suite ui --out {out})")
+    print_outcome(console, outcome)
+    raise typer.Exit(int(outcome.exit_code))
+
+
+def _reporter(out: Path):
+    """Writes the finished matrix's report into <out>/report (the tracker logs it to the parent)."""
+
+    def write(records) -> Path:
+        from amp_suite.report import load_references, make_report
+        from amp_suite.report.render import FORMATS
+
+        make_report(records, load_references(None), "fp32", [str(out)], 0, out / "report", FORMATS)
+        return out / "report"
+
+    return write
+
+
+def _open_store(uri: str, artifact_root: Path | None):
+    """The MLflow client; some stores connect at once (a database driver may be missing)."""
+    from amp_suite.results import describe_error
+    from amp_suite.tracking import TrackingError
+    from amp_suite.tracking.mlflow_store import MlflowStore
+
+    try:
+        return MlflowStore(uri, artifact_root)
+    except Exception as exc:
+        raise TrackingError(describe_error(exc)) from exc

@@ -1,0 +1,335 @@
+"""The report from constructed records: machines, reference matching and claim verdicts.
+
+FIXTURES: every GPU record here is made up to exercise the logic (its host is named
+"fixture-..."), not a measurement; none of it ships as a result.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from amp_suite.config import Matrix, ParityConfig
+from amp_suite.machine import Machine
+from amp_suite.report import build_report, load_references
+from amp_suite.report.references import Reference
+from amp_suite.results import CellRecord
+
+A100 = Machine(
+    device_type="cuda", device_name="NVIDIA A100-SXM4-80GB", compute_capability="8.0", driver="550.54",
+    cuda="12.8", torch="2.14.1", host="fixture-a100", tensor_cores=True, fast_fp16=True, fast_bf16=True, tf32=True,
+)  # fmt: skip
+V100 = Machine(
+    device_type="cuda", device_name="Tesla V100-SXM2-16GB", compute_capability="7.0", driver="550.54",
+    cuda="12.8", torch="2.14.1", host="fixture-v100", tensor_cores=True, fast_fp16=True, fast_bf16=False, tf32=False,
+)  # fmt: skip
+CPU = Machine(
+    device_type="cpu", device_name="Fixture CPU", torch="2.14.1", host="fixture-cpu",
+    tensor_cores=False, fast_fp16=False, fast_bf16=True, tf32=False,
+)  # fmt: skip
+_ids = itertools.count()
+
+
+def rn50(channels_last: bool, batch: int = 256, label: str | None = None) -> dict:
+    return {
+        "workload": "resnet", "label": label or ("rn50-nhwc" if channels_last else "rn50-nchw"), "arch": "resnet50",
+        "image_size": 224, "num_classes": 1000, "channels_last": channels_last, "batch_sizes": [batch],
+        "samples": 512, "data": {"source": "synthetic"},
+    }  # fmt: skip
+
+
+MLP = {"workload": "mlp", "hidden": 32, "depth": 2, "batch_sizes": [64], "samples": 256}
+
+
+def records(machine: Machine, workload: dict, results: dict[str, list[tuple[float, float]]], **extra) -> list:
+    """FIXTURE records: precision -> [(throughput in samples/s, validation accuracy) per seed]."""
+    repeats = max(len(seeds) for seeds in results.values())
+    spec = {"name": "fixture", "steps": 10, "repeats": repeats, "precisions": list(results), "workloads": [workload]}
+    cells = Matrix.model_validate(spec).cells(machine.device_type, force=True)
+    made = []
+    for cell in cells:
+        seeds = results[cell.precision]
+        if cell.seed >= len(seeds):
+            continue
+        throughput, accuracy = seeds[cell.seed]
+        made.append(
+            CellRecord.for_spec(
+                cell, "ok", record_id=f"fixture-{next(_ids)}", machine=machine, parity_rule=ParityConfig(),
+                throughput=throughput, val_metric=accuracy, val_metric_name="val_accuracy",
+                val_higher_is_better=True, peak_memory_mb=extra.get("memory", {}).get(cell.precision, 1000.0),
+                grad_underflow_fraction=extra.get("underflow"),
+            )  # fmt: skip
+        )
+    return made
+
+
+def three(throughput: float, accuracy: float = 0.9) -> list[tuple[float, float]]:
+    """Three seeds with a little spread, so parity has a noise floor and speedups an interval."""
+    return [(throughput * f, accuracy + d) for f, d in ((0.99, -0.002), (1.0, 0.0), (1.01, 0.002))]
+
+
+def reference(**overrides) -> Reference:
+    data = {
+        "id": "fixture-ref", "gpu": "A100-SXM4-80GB", "model": "resnet50", "precision": "amp",
+        "metric": "throughput", "unit": "images/s", "value": 2470,
+        "config": {"workload": "resnet", "arch": "resnet50", "image_size": 224, "num_classes": 1000,
+                   "channels_last": True, "batch_size": 256, "data": "real"},
+        "source": {"document": "fixture", "table": "fixture", "date": "2026-01-01", "url": "https://example.invalid"},
+    }  # fmt: skip
+    return Reference.model_validate({**data, **overrides})
+
+
+def a100_resnet(fp16: float = 2400.0, tf32_nchw: float = 950.0) -> list:
+    return records(A100, rn50(True), {"fp32": three(400.0), "fp16": three(fp16)}) + records(
+        A100, rn50(False), {"fp32": three(380.0), "tf32": three(tf32_nchw)}
+    )
+
+
+def verdicts(report, reference_id="fixture-ref"):
+    return [(r.verdict, r.machine) for r in report.references if r.id == reference_id]
+
+
+# -- machines --------------------------------------------------------------------------------
+
+
+def test_two_machines_stay_two_columns_and_hosts_of_one_machine_pool():
+    second_host = A100.model_copy(update={"host": "fixture-a100-b"})
+    report = build_report(
+        records(A100, MLP, {"fp32": three(1000.0), "bf16": three(1100.0)})
+        + records(second_host, MLP, {"fp32": three(1000.0), "bf16": three(1100.0)})
+        + records(V100, MLP, {"fp32": three(500.0), "fp16": three(600.0)}),
+        [],
+    )
+    assert len(report.machines) == 2
+    a100 = next(m for m in report.machines if m.device_name.endswith("A100-SXM4-80GB"))
+    assert a100.hosts == ["fixture-a100", "fixture-a100-b"] and a100.records == 12
+    rows = {(r.machine, r.precision): r for r in report.rows}
+    assert len(rows) == len(report.rows) == 4  # never one merged row per precision
+    assert rows[(a100.id, "bf16")].hosts == 2 and rows[(a100.id, "bf16")].speedup == pytest.approx(1.1)
+
+
+def test_a_different_software_stack_is_a_different_machine():
+    newer = A100.model_copy(update={"driver": "560.1"})
+    report = build_report(
+        records(A100, MLP, {"fp32": three(1000.0)}) + records(newer, MLP, {"fp32": three(1200.0)}), []
+    )
+    assert len(report.machines) == 2 and {r.throughput for r in report.rows} == {1000.0, 1200.0}
+
+
+def test_differently_configured_workloads_of_one_name_are_never_pooled():
+    wide = {**MLP, "hidden": 64}
+    report = build_report(records(CPU, MLP, {"fp32": three(1000.0)}) + records(CPU, wide, {"fp32": three(10.0)}), [])
+    assert sorted(r.throughput for r in report.rows) == [10.0, 1000.0]
+
+
+def test_speedups_have_an_interval_with_repeats_and_natural_units():
+    report = build_report(a100_resnet(), [], baseline="tf32")
+    fp16 = next(r for r in report.rows if r.precision == "fp16")
+    assert fp16.unit == "images/s" and fp16.speedup_vs_fp32 == pytest.approx(6.0)
+    assert fp16.speedup is None  # its setup (channels_last) ran no tf32: no baseline, no ratio
+    tf32 = next(r for r in report.rows if r.precision == "tf32")
+    assert tf32.speedup == pytest.approx(1.0) and tf32.speedup_vs_fp32 == pytest.approx(950 / 380)
+
+    noisy = {"fp32": [(1000.0, 0.9), (1100.0, 0.9), (900.0, 0.9)], "bf16": [(1500.0, 0.9)] * 2 + [(1600.0, 0.9)]}
+    (bf16,) = [r for r in build_report(records(A100, MLP, noisy), []).rows if r.precision == "bf16"]
+    # Seed-paired residuals 1500 - r x 1000, 1500 - r x 1100, 1600 - r x 900 with r = 1533.3 / 1000;
+    # their stdev is 205.37, so the half-width is t(0.975, 2) x 205.37 / sqrt(3) / 1000 = 4.3027 x 0.11857.
+    assert bf16.speedup == pytest.approx(1.5333, abs=1e-4)
+    assert bf16.speedup_interval == pytest.approx((1.5333 - 0.5102, 1.5333 + 0.5102), abs=2e-4)
+    single = build_report(records(A100, MLP, {"fp32": [(1000.0, 0.9)], "bf16": [(1500.0, 0.9)]}), []).rows
+    assert all(r.speedup_interval is None for r in single)  # one seed: no interval
+
+
+# -- references ------------------------------------------------------------------------------
+
+
+def test_a_throughput_within_tolerance_is_reproduced():
+    report = build_report(a100_resnet(fp16=2400.0), [reference()])
+    (result,) = report.references
+    assert result.verdict == "reproduced" and result.measured == pytest.approx(2400.0)
+    assert result.ratio == pytest.approx(2400 / 2470) and result.machine == report.machines[0].id
+
+
+def test_a_throughput_outside_tolerance_is_not_reproduced():
+    (result,) = build_report(a100_resnet(fp16=1500.0), [reference()]).references
+    assert result.verdict == "not reproduced" and result.ratio == pytest.approx(1500 / 2470)
+
+
+def test_a_speedup_pairs_the_two_configurations_the_publication_compared():
+    published = reference(metric="speedup", unit="x", value=2.63, baseline="tf32",
+                          baseline_config={"channels_last": False})  # fmt: skip
+    (result,) = build_report(a100_resnet(fp16=2400.0, tf32_nchw=950.0), [published]).references
+    assert result.measured == pytest.approx(2400 / 950) and result.verdict == "reproduced"
+
+
+def test_no_matching_run_says_why():
+    other_gpu = build_report(records(V100, rn50(True), {"fp16": three(1200.0)}), [reference()]).references
+    assert [(r.verdict, r.machine) for r in other_gpu] == [("no matching run", None)]
+    assert "no run on A100-SXM4-80GB" in other_gpu[0].why
+    other_batch = build_report(records(A100, rn50(True, batch=128), {"fp16": three(2400.0)}), [reference()])
+    assert other_batch.references[0].verdict == "no matching run" and "batch_size 256" in other_batch.references[0].why
+    full_training = reference(metric="top1_accuracy", unit="%", value=77.1, needs="a 90-epoch run")
+    (result,) = build_report(a100_resnet(), [full_training]).references
+    assert result.verdict == "no matching run" and "90-epoch" in result.why
+
+
+def test_never_across_gpu_models_even_of_one_family():
+    pcie = A100.model_copy(update={"device_name": "NVIDIA A100-PCIE-40GB"})
+    (result,) = build_report(records(pcie, rn50(True), {"fp16": three(2470.0)}), [reference()]).references
+    assert result.verdict == "no matching run"
+
+
+def test_the_shipped_references_are_sourced_and_cover_the_issue():
+    shipped = load_references(None)
+    ids = {r.id for r in shipped}
+    assert {"dle-resnet50-a100-80gb-tf32-throughput", "dle-resnet50-a100-80gb-amp-throughput",
+            "dle-resnet50-v100-16gb-fp32-throughput", "dle-resnet50-v100-16gb-amp-throughput"} <= ids  # fmt: skip
+    assert any(r.metric == "top1_accuracy" and r.needs for r in shipped)
+    assert any(r.config.get("workload") not in ("resnet", None) or "transformer" in r.model for r in shipped)
+    assert all(r.source.url.startswith("https://github.com/NVIDIA/DeepLearningExamples/blob/") for r in shipped)
+
+
+# -- the article's claims --------------------------------------------------------------------
+
+
+def claim(report, claim_id, machine=None):
+    found = [c for c in report.claims if c.claim == claim_id and (machine is None or c.machine == machine)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_tensor_core_speedup_is_judged_on_a_tensor_core_gpu_and_not_measured_on_a_cpu():
+    fast = build_report(records(A100, rn50(True), {"fp32": three(400.0), "bf16": three(800.0)}), [])
+    assert claim(fast, "tensor_core_speedup").verdict == "supported"
+    slow = build_report(records(A100, rn50(True), {"fp32": three(400.0), "bf16": three(440.0)}), [])
+    assert claim(slow, "tensor_core_speedup").verdict == "contradicted"
+    assert "1.10x" in claim(slow, "tensor_core_speedup").evidence
+    cpu = build_report(records(CPU, rn50(True), {"fp32": three(40.0), "bf16": three(80.0)}), [])
+    assert claim(cpu, "tensor_core_speedup").verdict == "not measured here"
+
+
+def test_launch_bound_mlp_gains_little():
+    little = build_report(records(A100, MLP, {"fp32": three(1000.0), "fp16": three(1050.0)}), [])
+    assert claim(little, "launch_bound_little_gain").verdict == "supported"
+    lots = build_report(records(A100, MLP, {"fp32": three(1000.0), "fp16": three(2000.0)}), [])
+    assert claim(lots, "launch_bound_little_gain").verdict == "contradicted"
+
+
+def test_bf16_parity_needs_repeats_and_fails_on_a_real_degradation():
+    kept = build_report(records(A100, MLP, {"fp32": three(1000.0, 0.9), "bf16": three(1000.0, 0.899)}), [])
+    assert claim(kept, "bf16_keeps_parity").verdict == "supported"
+    lost = build_report(records(A100, MLP, {"fp32": three(1000.0, 0.9), "bf16": three(1000.0, 0.7)}), [])
+    assert claim(lost, "bf16_keeps_parity").verdict == "contradicted"
+    one_seed = build_report(records(A100, MLP, {"fp32": [(1000.0, 0.9)], "bf16": [(1000.0, 0.7)]}), [])
+    assert claim(one_seed, "bf16_keeps_parity").verdict == "not measured here"  # indicative only
+
+
+def test_fp16_without_a_scaler_losing_small_gradients():
+    results = {"fp32": three(1000.0, 0.9), "fp16": three(1000.0, 0.9), "fp16-noscale": three(1000.0, 0.1)}
+    lost = build_report(records(V100, MLP, results, underflow=0.8), [])
+    assert claim(lost, "fp16_needs_scaler").verdict == "supported"
+    assert "80% of gradients" in claim(lost, "fp16_needs_scaler").evidence
+    results["fp16-noscale"] = three(1000.0, 0.9)
+    kept = build_report(records(V100, MLP, results, underflow=0.8), [])
+    assert claim(kept, "fp16_needs_scaler").verdict == "contradicted"
+    nothing_small = build_report(records(V100, MLP, results, underflow=0.0), [])
+    assert claim(nothing_small, "fp16_needs_scaler").verdict == "not measured here"
+
+
+def test_amp_lowers_peak_memory():
+    lower = {"fp32": 1000.0, "bf16": 600.0}
+    report = build_report(records(A100, MLP, {"fp32": three(1.0), "bf16": three(1.0)}, memory=lower), [])
+    assert claim(report, "amp_lowers_memory").verdict == "supported"
+    higher = {"fp32": 1000.0, "bf16": 1100.0}
+    report = build_report(records(A100, MLP, {"fp32": three(1.0), "bf16": three(1.0)}, memory=higher), [])
+    assert claim(report, "amp_lowers_memory").verdict == "contradicted"
+
+
+def test_the_capability_rule_is_checked_against_the_fastest_mode_that_kept_parity():
+    results = {"fp32": three(400.0), "tf32": three(700.0), "fp16": three(1000.0), "bf16": three(990.0)}
+    report = build_report(records(A100, rn50(True), results), [])
+    assert claim(report, "capability_rule").verdict == "supported"  # bf16 within 5% of the fastest
+    results["bf16"] = three(700.0)
+    report = build_report(records(A100, rn50(True), results), [])
+    assert claim(report, "capability_rule").verdict == "contradicted"
+    results["fp16"] = [(2000.0, 0.5), (2000.0, 0.5), (2000.0, 0.5)]  # fastest, but it lost parity
+    results["bf16"] = three(990.0)
+    report = build_report(records(A100, rn50(True), results), [])
+    assert claim(report, "capability_rule").verdict == "supported"
+
+
+def test_every_claim_has_a_verdict_for_every_machine():
+    report = build_report(
+        records(A100, MLP, {"fp32": three(1.0)}) + records(CPU, MLP, {"fp32": three(1.0)}), []
+    )
+    assert len(report.claims) == 8 * 2
+    assert {c.verdict for c in report.claims} <= {"supported", "contradicted", "not measured here"}
+    assert claim(report, "pre_volta_little_gain", report.machines[0].id).verdict == "not measured here"
+
+
+def test_the_nvidia_matrix_runs_the_configuration_every_shipped_resnet_figure_was_measured_with():
+    from conftest import EXPERIMENTS
+
+    from amp_suite.config import load_matrix
+
+    cells = load_matrix(EXPERIMENTS / "nvidia-resnet50.yaml").cells("cuda")
+    made = [  # FIXTURE throughputs: only whether each reference finds its pair of runs is checked
+        CellRecord.for_spec(cell, "ok", machine=machine, throughput=1000.0, record_id=f"fixture-{next(_ids)}")
+        for machine in (A100, V100)
+        for cell in cells
+    ]
+    shipped = [r for r in load_references(None) if r.model == "resnet50" and r.metric != "top1_accuracy"]
+    within_reach = [r for r in shipped if r.gpu in ("A100-SXM4-80GB", "V100-SXM2-16GB")]
+    results = build_report(made, shipped).references
+    assert len(within_reach) == 6
+    for result in results:
+        matched = result.verdict != "no matching run"
+        assert matched == (result.gpu in ("A100-SXM4-80GB", "V100-SXM2-16GB")), (result.id, result.why)
+
+
+def test_thousands_of_records_report_in_seconds(tmp_path):
+    import time
+
+    from amp_suite.report import make_report
+
+    many = []
+    for batch in (32, 64, 128, 256):  # FIXTURE: 4 batch sizes x 5 precisions x 50 seeds x 3 machines
+        for machine in (A100, V100, CPU):
+            modes = ("fp32", "tf32", "fp16", "bf16", "fp16-noscale")
+            seeds = {mode: [(1000.0 + seed, 0.9) for seed in range(50)] for mode in modes}
+            for record in records(machine, {**MLP, "batch_sizes": [batch], "samples": 512}, seeds):
+                many.append(record.model_copy(update={"loss_curve": [1.0] * 100, "loss_scale_curve": [65536.0] * 100}))
+    started = time.monotonic()
+    report, written = make_report(many, load_references(None), "fp32", ["fixture"], 0, tmp_path, ("html", "md", "json"))
+    elapsed = time.monotonic() - started
+    assert report.records == len(many) == 3000 and len(report.machines) == 3
+    assert elapsed < 30, f"{elapsed:.1f}s"
+
+
+def test_the_report_command_needs_no_torch(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    fixture = tmp_path / "fixture-results.jsonl"
+    made = records(A100, MLP, {"fp32": three(1000.0), "bf16": three(1500.0)})
+    fixture.write_text("".join(record.model_dump_json() + "\n" for record in made))
+    without_torch = """
+import sys
+class NoTorch:  # any `import torch` raises, as on a machine without it
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "torchvision", "transformers"):
+            raise ImportError(f"{name} is blocked")
+sys.meta_path.insert(0, NoTorch())
+from amp_suite.cli import main
+sys.argv = ["amp-suite", *sys.argv[1:]]
+main()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", without_torch, "report", str(fixture), "--out", str(tmp_path / "out")],
+        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "report.html").is_file() and "1 machine(s): A100-SXM4-80GB (cc 8.0)" in done.stdout
