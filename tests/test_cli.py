@@ -28,3 +28,10 @@ def test_image_identity_comes_from_the_environment(monkeypatch):
         "image": {"base": "nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04", "torch_index": "cu130"},
         "git_commit": "abc123",
     }
+
+
+def test_a_shipped_name_wins_over_a_folder_of_that_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "smoke").mkdir()  # e.g. the --out of an earlier smoke run
+    assert resolve_matrix(Path("smoke")) == EXPERIMENTS_DIR / "smoke.yaml"
+    assert resolve_matrix(tmp_path / "smoke") == tmp_path / "smoke"  # a path is taken as given

@@ -22,7 +22,7 @@ app = typer.Typer(
     help="Measure whether automatic mixed precision pays off on this machine, and record it in MLflow.",
 )
 # Logs and CI are not terminals; rich would squeeze the summary table into 80 columns there.
-console = Console(width=None if sys.stdout.isatty() else 160)
+console = Console(width=None if sys.stdout.isatty() else 200)
 errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 # A wheel carries the matrices inside the package; a source checkout has them beside it.
@@ -83,9 +83,10 @@ def default_matrix(device: str) -> Path:
 
 def resolve_matrix(given: Path) -> Path:
     """A path, or the name of a shipped matrix ("smoke", "failure-modes.yaml"): in a container
-    the shipped ones live inside the package, not under the working directory."""
+    the shipped ones live inside the package, not under the working directory. A file wins over
+    a shipped name; a folder does not (`--matrix smoke` beside a run folder named smoke)."""
     try:
-        if given.exists():
+        if given.is_file() or (given.exists() and len(given.parts) > 1):
             return given
         for candidate in (EXPERIMENTS_DIR / given.name, EXPERIMENTS_DIR / f"{given.name}.yaml"):
             if candidate.is_file():

@@ -92,7 +92,8 @@ def ui(
     _relocate_artifacts(RunDirectory(out))
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", embedded_store_uri(out)]
     command += ["--host", host, "--port", str(port)]
-    say(f"MLflow UI on http://{host}:{port} (Ctrl-C to stop)")
+    # MLflow 3's UI opens in its GenAI view unless told otherwise; this link opens model training.
+    say(f"MLflow UI on http://{host}:{port}/#/experiments?workflowType=machine_learning (Ctrl-C to stop)")
     os.execv(sys.executable, command)
 
 

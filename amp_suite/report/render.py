@@ -25,6 +25,7 @@ class Section:
     intro: str
     headers: Sequence[str]
     rows: Sequence[Sequence[str]]
+    notes: Sequence[str] = ()  # numbered footnotes, e.g. why cells were skipped (each reason once)
 
 
 def write_report(report: Report, figures: Sequence[Figure], out: Path, formats: Sequence[str]) -> list[Path]:
@@ -68,19 +69,22 @@ def _machines(report: Report) -> Section:
 
 
 def _machine_rows(report: Report, machine: str, label: str) -> Section:
+    other = "tf32" if report.baseline == "fp32" else "fp32"
     headers = ("matrix", "workload", "batch", "precision", "status", "throughput", f"speedup vs {report.baseline}",
-               "vs fp32", "vs tf32", "memory vs fp32", "parity (delta / tolerance)")  # fmt: skip
+               f"vs {other}", "memory vs fp32", "parity (delta / tolerance)")  # fmt: skip
+    notes: dict[str, int] = {}
     rows = [
-        [r.matrix, r.workload, str(r.batch_size), r.precision, _status(r), _rate(r.throughput, r.unit),
-         _speedup(r.speedup, r.speedup_interval), _x(r.speedup_vs_fp32), _x(r.speedup_vs_tf32), _x(r.memory_ratio),
-         _parity(r)]
+        [r.matrix, r.workload, str(r.batch_size), r.precision, _status(r, notes), _rate(r.throughput, r.unit),
+         _speedup(r.speedup, r.speedup_interval), _x(r.speedup_vs_tf32 if other == "tf32" else r.speedup_vs_fp32),
+         _x(r.memory_ratio), _parity(r)]
         for r in report.rows if r.machine == machine
     ]  # fmt: skip
     intro = (
         "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) needs two or"
         " more seeds on both sides. Parity compares the validation metric with fp32's."
     )
-    return Section(f"Results on {label}", intro, headers, rows)
+    footnotes = [f"[{number}] {reason}" for reason, number in notes.items()]
+    return Section(f"Results on {label}", intro, headers, rows, footnotes)
 
 
 def _across(report: Report, labels: dict[str, str]) -> Section:
@@ -134,8 +138,11 @@ def _claims(report: Report, labels: dict[str, str]) -> Section:
 # -- cells -----------------------------------------------------------------------------------
 
 
-def _status(row: Row) -> str:
-    return row.status if not row.reason else f"{row.status}: {row.reason}"
+def _status(row: Row, notes: dict[str, int]) -> str:
+    """The status, with its reason as a numbered note: a skip reason repeats on many rows."""
+    if not row.reason:
+        return row.status
+    return f"{row.status} [{notes.setdefault(row.reason, len(notes) + 1)}]"
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -173,6 +180,8 @@ def to_markdown(report: Report, figures: Sequence[Figure]) -> str:
         lines.append("|" + "---|" * len(section.headers))
         lines += ["| " + " | ".join(_md_cell(cell) for cell in row) + " |" for row in section.rows]
         lines.append("")
+        lines += [f"{_md_cell(note)}  " for note in section.notes]
+        lines += [""] if section.notes else []
     if figures:
         lines += ["## Figures", ""]
         lines += [f"![{figure.title}](figures/{figure.name})\n" for figure in figures]
