@@ -28,6 +28,7 @@ class Machine(BaseModel):
     cuda: str | None = None
     torch: str | None = None
     host: str | None = None
+    threads: int | None = None  # CPU only: the threads torch trains with (VMs share one model name)
     # What the device does fast, by the capability rule (amp_suite.capability).
     tensor_cores: bool | None = None
     fast_fp16: bool | None = None
@@ -45,6 +46,7 @@ class Machine(BaseModel):
             cuda=environment.get("cuda") if caps.type == "cuda" else None,
             torch=environment.get("torch"),
             host=environment.get("hostname"),
+            threads=environment.get("torch_threads") if caps.type == "cpu" else None,
             tensor_cores=caps.tensor_cores,
             fast_fp16=caps.fast_fp16,
             fast_bf16=caps.fast_bf16,
@@ -71,6 +73,7 @@ class Machine(BaseModel):
             cuda=environment.get("cuda") if device_type == "cuda" else None,
             torch=environment.get("torch"),
             host=environment.get("hostname"),
+            threads=environment.get("torch_threads") if device_type == "cpu" else None,
             **caps,
         )
 
@@ -80,6 +83,8 @@ class Machine(BaseModel):
         parts = [self.device_name, self.device_type]
         if self.device_type == "cuda":
             parts += [f"cc {self.compute_capability}", f"driver {self.driver}", f"CUDA {self.cuda}"]
+        else:
+            parts.append(f"{self.threads} threads")
         return " | ".join([*parts, f"torch {self.torch}"])
 
     @property
@@ -95,4 +100,4 @@ class Machine(BaseModel):
         """A short column heading: the model, and for a GPU its compute capability."""
         if self.device_type == "cuda":
             return f"{self.model_name} (cc {self.compute_capability})"
-        return f"{self.model_name} (CPU)"
+        return f"{self.model_name} (CPU, {self.threads} threads)" if self.threads else f"{self.model_name} (CPU)"

@@ -133,8 +133,12 @@ class StoredRecord(CellRecord):
         if not isinstance(data, dict):
             return data
         machine = data.get("machine")
+        environment = data.get("environment") if isinstance(data.get("environment"), dict) else {}
         if isinstance(machine, dict):  # a newer version's machine may say more than this one knows
-            data = {**data, "machine": {k: v for k, v in machine.items() if k in Machine.model_fields}}
+            machine = {k: v for k, v in machine.items() if k in Machine.model_fields}
+            if machine.get("device_type") == "cpu" and machine.get("threads") is None:
+                machine["threads"] = environment.get("torch_threads")  # written before machines had it
+            data = {**data, "machine": machine}
         elif machine is None and isinstance(data.get("environment"), dict):
             data = {**data, "machine": Machine.from_environment(str(data.get("device", "")), data["environment"])}
         return data

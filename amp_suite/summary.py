@@ -13,9 +13,11 @@ stdev). With one fp32 seed there is no noise estimate, so the verdict is "indica
 tolerance are still reported). Only degradation counts: an AMP run that validates better is not
 a failure.
 
-Speedup is the ratio of mean throughputs. With two or more seeds run by both sides, it comes
-with a 95% interval from the seed-paired ratio (delta method, Student's t): the seed-to-seed
-spread of the same machine, not a guarantee about other machines.
+Speedup is the ratio of mean throughputs over the seeds both sides finished (as parity is), so
+a seed that failed on one side can't tilt it. With two or more such seeds it comes with a 95%
+interval (delta method on the seed-paired ratio, Student's t): the seed-to-seed spread of the
+same machine, not a guarantee about other machines. Hosts pooled into one machine are averaged
+per seed first.
 """
 
 from __future__ import annotations
@@ -60,6 +62,14 @@ def parity(amp: Sequence[float], fp32: Sequence[float], higher_is_better: bool, 
     return Parity(delta, tolerance, "pass" if degradation <= tolerance else "fail")
 
 
+def paired_ratio(values: dict[int, float], baseline: dict[int, float]) -> float | None:
+    """mean(values) / mean(baseline) over the seeds both have (over all seeds if none is shared)."""
+    seeds = values.keys() & baseline.keys()
+    if seeds:
+        values, baseline = {s: values[s] for s in seeds}, {s: baseline[s] for s in seeds}
+    return _ratio(_mean(values.values()), _mean(baseline.values()))
+
+
 def ratio_interval(
     values: dict[int, float], baseline: dict[int, float], level: float = INTERVAL_LEVEL
 ) -> tuple[float, float] | None:
@@ -88,10 +98,11 @@ class SummaryRow:
     precision: str
     status: str  # "ok" when every seed ran; otherwise the worst status seen
     reason: str | None
-    runs: int  # seeds that finished ok
+    runs: int  # runs that finished ok (seeds x hosts)
     hosts: int  # distinct hosts pooled into this row
     unit: str  # images/s, tokens/s or samples/s
     throughput: float | None  # mean over seeds that finished ok, in `unit`
+    step_time_ms: float | None  # mean of the seeds' median step times
     peak_memory_mb: float | None
     speedup: float | None  # throughput / fp32 throughput
     speedup_interval: tuple[float, float] | None
@@ -119,6 +130,8 @@ class SummaryRow:
 
 GroupKey = tuple[str, str, str]  # machine, setup, precision
 SETUP_EXCLUDES = ("seed", "precision", "force", "device", "matrix")  # what may differ within one comparison
+# Within the workload: which precisions are forced, and which other batch sizes the matrix swept.
+WORKLOAD_SETUP_EXCLUDES = ("force", "batch_sizes")
 
 
 def machine_key(record: CellRecord) -> str:
@@ -129,7 +142,7 @@ def setup_key(record: CellRecord) -> str:
     """A short hash of the record's configuration without seed and precision (and matrix name)."""
     config = {k: v for k, v in record.config.items() if k not in SETUP_EXCLUDES}
     if isinstance(config.get("workload"), dict):
-        config["workload"] = {k: v for k, v in config["workload"].items() if k != "force"}
+        config["workload"] = {k: v for k, v in config["workload"].items() if k not in WORKLOAD_SETUP_EXCLUDES}
     if not config:  # a record without its config: as specific as the record allows
         config = {"workload": record.workload, "batch_size": record.batch_size, "steps": record.steps}
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
@@ -169,10 +182,11 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         hosts=len({r.machine.host for r in group if r.machine}),
         unit=unit,
         throughput=_mean(rates.values()),
+        step_time_ms=_mean(_per_seed(group, "step_time_ms_p50").values()),
         peak_memory_mb=_mean(memory.values()),
-        speedup=_ratio(_mean(rates.values()), _mean(base_rates["fp32"].values())),
+        speedup=paired_ratio(rates, base_rates["fp32"]),
         speedup_interval=ratio_interval(rates, base_rates["fp32"]),
-        speedup_vs_tf32=_ratio(_mean(rates.values()), _mean(base_rates["tf32"].values())),
+        speedup_vs_tf32=paired_ratio(rates, base_rates["tf32"]),
         speedup_vs_tf32_interval=ratio_interval(rates, base_rates["tf32"]),
         memory_ratio=_ratio(_mean(memory.values()), _mean(_per_seed(fp32, "peak_memory_mb").values())),
         val_metric_name=next((r.val_metric_name for r in group if r.val_metric_name), None),
@@ -184,9 +198,9 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
 
 def _parity(group: list[CellRecord], baseline: list[CellRecord], rule: ParityConfig) -> Parity | None:
     """Compare on the seeds both sides finished, so a failed seed can't bias either mean."""
-    amp = {r.seed: r.val_metric for r in group if r.status == "ok" and r.val_metric is not None}
+    amp = _per_seed(group, "val_metric")
     amp |= {r.seed: math.nan for r in group if r.status == "diverged"}  # a diverged run fails parity
-    fp32 = {r.seed: r.val_metric for r in baseline if r.status == "ok" and r.val_metric is not None}
+    fp32 = _per_seed(baseline, "val_metric")
     seeds = sorted(amp.keys() & fp32.keys())
     higher_is_better = next((r.val_higher_is_better for r in group if r.val_higher_is_better is not None), True)
     return parity([amp[s] for s in seeds], [fp32[s] for s in seeds], higher_is_better, rule)

@@ -141,8 +141,9 @@ def test_failure_modes_fp16_without_scaling_fails_parity_and_with_scaling_passes
     assert elapsed < 300, f"failure-modes matrix took {elapsed:.0f}s"
     records = read_records(out)
     runs = children_by_cell(out, "failure-modes")
-    verdicts = {(r["precision"], runs[r["cell_id"]].data.tags["parity"]) for r in records if r["precision"] != "fp32"}
-    assert verdicts == {("fp16", "pass"), ("fp16-noscale", "fail")}
+    amp = [(r["precision"], runs[r["cell_id"]].data) for r in records if r["precision"] != "fp32"]
+    assert {(mode, data.tags["parity"]) for mode, data in amp} == {("fp16", "pass"), ("fp16-noscale", "fail")}
+    assert {(mode, data.metrics["parity_pass"]) for mode, data in amp} == {("fp16", 1.0), ("fp16-noscale", 0.0)}
     assert all(r["grad_underflow_fraction"] > 0.9 for r in records)  # the reason, measured
 
 
@@ -237,7 +238,9 @@ def test_report_keeps_machines_apart_and_judges_the_articles_claims(smoke_run, f
     assert claims[("tensor_core_speedup", cpu["id"])]["verdict"] == "not measured here"
     assert claims[("fp16_needs_scaler", cpu["id"])]["verdict"] == "supported"  # failure-modes, measured here
     assert "100% of gradients" in claims[("fp16_needs_scaler", cpu["id"])]["evidence"]
-    assert claims[("tensor_core_speedup", a100["id"])]["verdict"] in ("supported", "contradicted")
+    assert claims[("launch_bound_little_gain", a100["id"])]["verdict"] in ("supported", "contradicted")
+    assert claims[("amp_lowers_memory", a100["id"])]["verdict"] in ("supported", "contradicted")
+    assert claims[("tensor_core_speedup", a100["id"])]["verdict"] == "not measured here"  # its tf32 cells: skipped
     assert {r["verdict"] for r in report["references"]} == {"no matching run"}
     assert all({"id", "gpu", "published", "measured", "ratio", "verdict"} <= r.keys() for r in report["references"])
 

@@ -56,7 +56,8 @@ def records(machine: Machine, workload: dict, results: dict[str, list[tuple[floa
         made.append(
             CellRecord.for_spec(
                 cell, "ok", record_id=f"fixture-{next(_ids)}", machine=machine, parity_rule=ParityConfig(),
-                throughput=throughput, val_metric=accuracy, val_metric_name="val_accuracy",
+                throughput=throughput, step_time_ms_p50=1000 * cell.batch_size / throughput,
+                val_metric=accuracy, val_metric_name="val_accuracy",
                 val_higher_is_better=True, peak_memory_mb=extra.get("memory", {}).get(cell.precision, 1000.0),
                 grad_underflow_fraction=extra.get("underflow"),
             )  # fmt: skip
@@ -199,21 +200,31 @@ def claim(report, claim_id, machine=None):
     return found[0]
 
 
-def test_tensor_core_speedup_is_judged_on_a_tensor_core_gpu_and_not_measured_on_a_cpu():
-    fast = build_report(records(A100, rn50(True), {"fp32": three(400.0), "bf16": three(800.0)}), [])
-    assert claim(fast, "tensor_core_speedup").verdict == "supported"
-    slow = build_report(records(A100, rn50(True), {"fp32": three(400.0), "bf16": three(440.0)}), [])
-    assert claim(slow, "tensor_core_speedup").verdict == "contradicted"
-    assert "1.10x" in claim(slow, "tensor_core_speedup").evidence
-    cpu = build_report(records(CPU, rn50(True), {"fp32": three(40.0), "bf16": three(80.0)}), [])
-    assert claim(cpu, "tensor_core_speedup").verdict == "not measured here"
+def test_tensor_core_speedup_is_judged_against_tf32_where_the_gpu_has_it_and_not_on_a_cpu():
+    def verdict(machine, results, workload=None):
+        report = build_report(records(machine, workload or rn50(True), results), [])
+        return claim(report, "tensor_core_speedup")
+
+    within = verdict(A100, {"fp32": three(300.0), "tf32": three(400.0), "bf16": three(800.0)})
+    assert within.verdict == "supported" and "over tf32" in within.evidence and "2.00x" in within.evidence
+    assert verdict(A100, {"fp32": three(300.0), "tf32": three(400.0), "bf16": three(440.0)}).verdict == "contradicted"
+    beyond = verdict(A100, {"fp32": three(100.0), "tf32": three(400.0), "bf16": three(1600.0)})
+    assert beyond.verdict == "contradicted" and "4.00x" in beyond.evidence  # more than the claim's 3x
+    volta = verdict(V100, {"fp32": three(300.0), "fp16": three(750.0)})  # no TF32: against fp32
+    assert volta.verdict == "supported" and "over fp32" in volta.evidence
+    cpu = verdict(CPU, {"fp32": three(40.0), "bf16": three(80.0)})
+    assert cpu.verdict == "not measured here"
+    tiny = verdict(A100, {"fp32": three(30000.0), "tf32": three(30000.0), "bf16": three(30000.0)}, rn50(True, 16))
+    assert tiny.verdict == "not measured here" and "launch-bound" in tiny.evidence  # a 0.5 ms step
 
 
-def test_launch_bound_mlp_gains_little():
-    little = build_report(records(A100, MLP, {"fp32": three(1000.0), "fp16": three(1050.0)}), [])
+def test_launch_bound_models_gain_little():
+    little = build_report(records(A100, MLP, {"fp32": three(100_000.0), "fp16": three(105_000.0)}), [])
     assert claim(little, "launch_bound_little_gain").verdict == "supported"
-    lots = build_report(records(A100, MLP, {"fp32": three(1000.0), "fp16": three(2000.0)}), [])
+    lots = build_report(records(A100, MLP, {"fp32": three(100_000.0), "fp16": three(200_000.0)}), [])
     assert claim(lots, "launch_bound_little_gain").verdict == "contradicted"
+    compute_bound = build_report(records(A100, MLP, {"fp32": three(1000.0), "fp16": three(2000.0)}), [])
+    assert claim(compute_bound, "launch_bound_little_gain").verdict == "not measured here"  # a 64 ms step
 
 
 def test_bf16_parity_needs_repeats_and_fails_on_a_real_degradation():
@@ -223,6 +234,18 @@ def test_bf16_parity_needs_repeats_and_fails_on_a_real_degradation():
     assert claim(lost, "bf16_keeps_parity").verdict == "contradicted"
     one_seed = build_report(records(A100, MLP, {"fp32": [(1000.0, 0.9)], "bf16": [(1000.0, 0.7)]}), [])
     assert claim(one_seed, "bf16_keeps_parity").verdict == "not measured here"  # indicative only
+
+
+def test_the_capability_rule_leaves_launch_bound_models_alone():
+    results = {"fp32": three(100_000.0), "fp16": three(90_000.0), "bf16": three(80_000.0)}  # AMP slower: tiny steps
+    report = build_report(records(A100, MLP, results), [])
+    assert claim(report, "capability_rule").verdict == "not measured here"
+
+
+def test_amp_memory_is_judged_on_gpus_only():
+    lower = {"fp32": 1000.0, "bf16": 600.0}
+    report = build_report(records(CPU, MLP, {"fp32": three(1.0), "bf16": three(1.0)}, memory=lower), [])
+    assert claim(report, "amp_lowers_memory").verdict == "not measured here"
 
 
 def test_fp16_without_a_scaler_losing_small_gradients():
@@ -235,6 +258,10 @@ def test_fp16_without_a_scaler_losing_small_gradients():
     assert claim(kept, "fp16_needs_scaler").verdict == "contradicted"
     nothing_small = build_report(records(V100, MLP, results, underflow=0.0), [])
     assert claim(nothing_small, "fp16_needs_scaler").verdict == "not measured here"
+    del results["fp16"]
+    results["fp16-noscale"] = three(1000.0, 0.1)
+    half = build_report(records(V100, MLP, results, underflow=0.8), [])  # nothing shows GradScaler keeps them
+    assert claim(half, "fp16_needs_scaler").verdict == "not measured here"
 
 
 def test_amp_lowers_peak_memory():
@@ -247,9 +274,9 @@ def test_amp_lowers_peak_memory():
 
 
 def test_the_capability_rule_is_checked_against_the_fastest_mode_that_kept_parity():
-    results = {"fp32": three(400.0), "tf32": three(700.0), "fp16": three(1000.0), "bf16": three(990.0)}
+    results = {"fp32": three(400.0), "tf32": three(1200.0), "fp16": three(1000.0), "bf16": three(990.0)}
     report = build_report(records(A100, rn50(True), results), [])
-    assert claim(report, "capability_rule").verdict == "supported"  # bf16 within 5% of the fastest
+    assert claim(report, "capability_rule").verdict == "supported"  # bf16 within 5% of fp16; tf32 is no AMP choice
     results["bf16"] = three(700.0)
     report = build_report(records(A100, rn50(True), results), [])
     assert claim(report, "capability_rule").verdict == "contradicted"

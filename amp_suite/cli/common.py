@@ -38,6 +38,8 @@ MLFLOW_HTTP_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
     # MLflow prints a "View run" link per run on stdout, through our progress display.
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+    # ... and a progress bar per artifact download (a report reads one record.json per run).
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
 }
 
 

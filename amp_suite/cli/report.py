@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from amp_suite.cli.common import app, fail, say, split_names
+from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, fail, say, split_names
 from amp_suite.config import ConfigError
 from amp_suite.rundir import RunDirectory
 from amp_suite.tracking.uri import check_tracking_uri
@@ -26,6 +27,7 @@ def report(
         typer.Argument(
             help="Run folders, results.jsonl files, or MLflow experiment names (with --tracking-uri).",
             show_default=False,
+            metavar="SOURCE...",
         ),
     ],
     out: Annotated[
@@ -58,9 +60,11 @@ def report(
         destination = out or _report_folder(sources)
         RunDirectory.check_writable(destination)
         published = load_references(references)
+        for key, value in MLFLOW_HTTP_DEFAULTS.items():
+            os.environ.setdefault(key, value)
         gathered = gather(sources, tracking_uri)
         if not gathered.records:
-            raise ConfigError(f"no records in {', '.join(s[:200] for s in sources)}: nothing to report")
+            raise ConfigError(f"no records in {', '.join(s[:200] for s in sources)}{_unread(gathered)}")
     except ConfigError as exc:
         raise fail(str(exc)) from None
     except ConnectionError as exc:
@@ -71,10 +75,24 @@ def report(
     verdicts = _counts(c.verdict for c in done.claims)
     matched = _counts(r.verdict for r in done.references)
     say(f"{done.records} records, {len(done.machines)} machine(s): {', '.join(m.label for m in done.machines)}")
+    if gathered.unreadable or gathered.duplicates:
+        skipped = f"{gathered.unreadable} unreadable line(s) or run(s) skipped"
+        say(f"{skipped}; {gathered.duplicates} duplicate record(s) counted once")
+    for note in done.notes:
+        say(f"note: {note}")
     say(f"claims: {verdicts}; references: {matched}")
     for path in written:
         if path.parent == destination:
             say(f"wrote {path}")
+
+
+def _unread(gathered) -> str:
+    if not gathered.unreadable:
+        return ": nothing to report"
+    return (
+        f": {gathered.unreadable} line(s) or run(s) could not be read as records (for an MLflow store of a moved"
+        " folder, `amp-suite ui --out FOLDER` repoints its artifacts first)"
+    )
 
 
 def _report_folder(sources: list[str]) -> Path:

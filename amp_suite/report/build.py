@@ -19,7 +19,7 @@ from amp_suite.machine import Machine
 from amp_suite.report.claims import ClaimResult, Evidence, judge_claims, thresholds_dict
 from amp_suite.report.references import Reference, ReferenceResult, match_references
 from amp_suite.results import CellRecord, utc_now
-from amp_suite.summary import BASELINES, SummaryRow, machine_key, summarize
+from amp_suite.summary import BASELINES, SummaryRow, machine_key, setup_key, summarize
 
 
 class MachineEntry(BaseModel):
@@ -45,10 +45,11 @@ class Row(BaseModel):
     precision: str
     status: str  # ok, or the worst status among its seeds (failed, diverged, skipped)
     reason: str | None
-    runs: int  # seeds that finished ok
+    runs: int  # runs that finished ok (seeds x hosts)
     hosts: int
     throughput: float | None  # mean over ok seeds, in `unit`
     unit: str
+    step_time_ms: float | None  # mean of the seeds' median step times
     speedup: float | None  # against the report's baseline
     speedup_interval: tuple[float, float] | None  # 95%, with 2+ seeds on both sides
     speedup_vs_fp32: float | None
@@ -75,7 +76,7 @@ class Report(BaseModel):
     rows: list[Row]
     references: list[ReferenceResult]
     claims: list[ClaimResult]
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)  # what a reader would otherwise have to guess
 
 
 def build_report(
@@ -97,7 +98,7 @@ def build_report(
             machine=machine,
             rows=[row for row in summary if row.machine == key],
             records=[r for r in records if machine_key(r) == key],
-            kinds={name: config.get("workload", name) for (k, name), config in configs.items() if k == key},
+            kinds={setup: config.get("workload", "") for (k, setup), config in configs.items() if k == key},
         )
         for key, machine in objects.items()
     }
@@ -114,7 +115,16 @@ def build_report(
         rows=[_row(row, ids[row.machine], baseline) for row in summary],
         references=match_references(list(references), objects, summary, configs, ids),
         claims=judge_claims(evidence),
+        notes=_notes(summary, baseline),
     )
+
+
+def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:
+    """What a reader would otherwise have to guess from empty columns."""
+    notes = []
+    if baseline == "tf32" and not any(r.precision == "tf32" and r.runs for r in summary):
+        notes.append("no tf32 run finished (tf32 needs compute capability 8.0+): every speedup against tf32 is empty")
+    return notes
 
 
 def _row(row: SummaryRow, machine_id: str, baseline: str) -> Row:
@@ -145,9 +155,10 @@ def _machines(records: Sequence[CellRecord], objects: dict[str, Machine]) -> dic
         if record.machine and record.machine.host:
             hosts.setdefault(key, set()).add(record.machine.host)
     entries = {}
+    labels = _labels(objects)
     for key, count in counts.items():
         machine = objects.get(key)
-        label = machine.label if machine else key
+        label = labels.get(key, key)
         entries[key] = MachineEntry(
             id=_machine_id(label, key),
             label=label,
@@ -164,6 +175,18 @@ def _machines(records: Sequence[CellRecord], objects: dict[str, Machine]) -> dic
     return entries
 
 
+def _labels(objects: dict[str, Machine]) -> dict[str, str]:
+    """Each machine's label, with the stack that tells it apart where two share a device model."""
+    labels = {key: machine.label for key, machine in objects.items()}
+    for key, machine in objects.items():
+        twins = [other for other in objects.values() if other.label == machine.label and other is not machine]
+        if twins:
+            stack = ("driver", "cuda", "torch")
+            differing = [f for f in stack if any(getattr(twin, f) != getattr(machine, f) for twin in twins)]
+            labels[key] += ", " + ", ".join(f"{field} {getattr(machine, field)}" for field in differing)
+    return labels
+
+
 def _machine_id(label: str, key: str) -> str:
     """A slug of the label plus a short hash of the key: stable, and distinct for every key."""
     slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:40]
@@ -171,9 +194,10 @@ def _machine_id(label: str, key: str) -> str:
 
 
 def _workload_configs(records: Sequence[CellRecord]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(machine key, setup) -> the workload config that setup ran."""
     configs: dict[tuple[str, str], dict[str, Any]] = {}
     for record in records:
         workload = record.config.get("workload")
         if isinstance(workload, dict):
-            configs.setdefault((machine_key(record), record.workload), workload)
+            configs.setdefault((machine_key(record), setup_key(record)), workload)
     return configs

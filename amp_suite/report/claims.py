@@ -23,8 +23,10 @@ from amp_suite.summary import SummaryRow
 
 @dataclass(frozen=True)
 class Thresholds:
-    tensor_core_speedup: float = 1.5  # "on the order of 1.5-3x": the low end, against fp32
+    tensor_core_low: float = 1.5  # "on the order of 1.5-3x" ...
+    tensor_core_high: float = 3.0  # ... against TF32 where the GPU has it (as published), else fp32
     little_gain: float = 1.2  # "little gain": the best AMP mode is at most this much faster than fp32
+    launch_bound_step_ms: float = 10.0  # an fp32 step shorter than this is launch-bound, longer compute-bound
     memory_ratio: float = 1.0  # "lowers peak memory": the median AMP/fp32 peak-memory ratio is below this
     underflow_fraction: float = 0.01  # a workload "has small gradients" when this share is below fp16's floor
     recommendation_slack: float = 0.05  # the recommended mode counts as fastest within 5% of the fastest
@@ -32,9 +34,10 @@ class Thresholds:
 
 THRESHOLDS = Thresholds()
 AMP_MODES = ("fp16", "bf16")
+RULE_MODES = ("fp32", "fp16", "bf16")  # what the capability rule chooses between
 MATMUL_HEAVY = ("resnet", "transformer")  # workload kinds whose step is mostly matmul/conv
-LAUNCH_BOUND = ("mlp",)  # a small model whose step is mostly kernel launches
 SOFTMAX_OPS = ("_softmax", "softmax", "_log_softmax", "log_softmax")
+ATTENTION_OPS = "_scaled_dot_product"  # fused attention: its softmax runs inside, out of the audit's sight
 ClaimVerdict = Literal["supported", "contradicted", "not measured here"]
 
 
@@ -53,55 +56,70 @@ class Evidence:
     machine: Machine
     rows: list[SummaryRow]
     records: list[CellRecord]
-    kinds: dict[str, str]  # workload name -> kind (resnet, transformer, mlp)
+    kinds: dict[str, str]  # setup -> workload kind (resnet, transformer, mlp)
 
-    def ok(self, precisions: Sequence[str], kinds: Sequence[str] | None = None) -> list[SummaryRow]:
-        return [
-            row for row in self.rows
-            if row.precision in precisions and row.runs and (kinds is None or self.kinds.get(row.workload) in kinds)
-        ]  # fmt: skip
+    def ok(self, precisions: Sequence[str]) -> list[SummaryRow]:
+        return [row for row in self.rows if row.precision in precisions and row.runs]
+
+    def fp32_step_ms(self, setup: str) -> float | None:
+        return next((r.step_time_ms for r in self.rows if r.setup == setup and r.precision == "fp32"), None)
+
+    def compute_bound(self, row: SummaryRow, t: Thresholds) -> bool:
+        """A matmul-heavy kind, at a size where its fp32 step is not dominated by launches."""
+        step = self.fp32_step_ms(row.setup)
+        return self.kinds.get(row.setup) in MATMUL_HEAVY and step is not None and step >= t.launch_bound_step_ms
+
+    def launch_bound(self, row: SummaryRow, t: Thresholds) -> bool:
+        step = self.fp32_step_ms(row.setup)
+        return step is not None and step < t.launch_bound_step_ms
 
 
 Verdict = tuple[ClaimVerdict, str]
 Check = Callable[[Evidence, Thresholds], Verdict]
 
 
-def _best_speedups(rows: list[SummaryRow]) -> dict[str, SummaryRow]:
-    """Per workload and batch size, the AMP row with the highest speedup against fp32."""
-    best: dict[str, SummaryRow] = {}
+def _best(rows: list[SummaryRow], speedup: Callable[[SummaryRow], float | None]) -> dict[str, tuple[SummaryRow, float]]:
+    """Per setup, the row with the highest speedup, and that speedup."""
+    best: dict[str, tuple[SummaryRow, float]] = {}
     for row in rows:
-        if row.speedup is None:
-            continue
-        where = row.where
-        if where not in best or row.speedup > best[where].speedup:
-            best[where] = row
+        value = speedup(row)
+        if value is not None and (row.setup not in best or value > best[row.setup][1]):
+            best[row.setup] = (row, value)
     return best
 
 
-def _speedups_text(best: dict[str, SummaryRow]) -> str:
-    return "; ".join(f"{where} {row.precision} {row.speedup:.2f}x" for where, row in best.items())
+def _listing(best: dict[str, tuple[SummaryRow, float]]) -> str:
+    return "; ".join(f"{row.where} {row.precision} {value:.2f}x" for row, value in best.values())
 
 
 def tensor_core_speedup(e: Evidence, t: Thresholds) -> Verdict:
     if not e.machine.tensor_cores:
         return "not measured here", "this device has no tensor cores"
-    best = _best_speedups(e.ok(AMP_MODES, MATMUL_HEAVY))
+    baseline = "tf32" if e.machine.tf32 else "fp32"  # what published figures divide by on this GPU
+    rows = [r for r in e.ok(AMP_MODES) if e.compute_bound(r, t)]
+    best = _best(rows, lambda r: r.speedup_vs_tf32 if baseline == "tf32" else r.speedup)
     if not best:
-        return "not measured here", "no fp16/bf16 run of a matmul-heavy workload (resnet, transformer) with fp32"
-    low = [where for where, row in best.items() if row.speedup < t.tensor_core_speedup]
-    verdict = "contradicted" if low else "supported"
-    return verdict, f"best AMP speedup over fp32: {_speedups_text(best)} (claim: >= {t.tensor_core_speedup}x)"
+        return "not measured here", (
+            f"no fp16/bf16 run with {baseline} of a matmul-heavy workload (resnet, transformer) whose fp32 step"
+            f" takes >= {t.launch_bound_step_ms:g} ms (smaller ones are launch-bound)"
+        )
+    outside = [value for _, value in best.values() if not t.tensor_core_low <= value <= t.tensor_core_high]
+    verdict = "contradicted" if outside else "supported"
+    claim = f"{t.tensor_core_low}-{t.tensor_core_high}x"
+    return verdict, f"best AMP speedup over {baseline}: {_listing(best)} (claim: {claim})"
 
 
 def launch_bound_little_gain(e: Evidence, t: Thresholds) -> Verdict:
     if e.machine.device_type != "cuda":
         return "not measured here", "kernel-launch overhead is a GPU effect; this is a CPU"
-    best = _best_speedups(e.ok(AMP_MODES, LAUNCH_BOUND))
+    best = _best([r for r in e.ok(AMP_MODES) if e.launch_bound(r, t)], lambda r: r.speedup)
     if not best:
-        return "not measured here", "no fp16/bf16 run of the small MLP with fp32"
-    high = [where for where, row in best.items() if row.speedup > t.little_gain]
+        why = f"no fp16/bf16 run with fp32 of a workload whose fp32 step takes < {t.launch_bound_step_ms:g} ms"
+        return "not measured here", why
+    high = [value for _, value in best.values() if value > t.little_gain]
     verdict = "contradicted" if high else "supported"
-    return verdict, f"best AMP speedup over fp32: {_speedups_text(best)} (claim: <= {t.little_gain}x)"
+    where = "where the fp32 step is launch-bound"
+    return verdict, f"best AMP speedup over fp32 {where}: {_listing(best)} (claim: <= {t.little_gain}x)"
 
 
 def bf16_keeps_parity(e: Evidence, t: Thresholds) -> Verdict:
@@ -120,25 +138,28 @@ def fp16_needs_scaler(e: Evidence, t: Thresholds) -> Verdict:
     scaled = {r.setup: r for r in e.rows if r.precision == "fp16" and r.parity}
     fp32 = {r.setup: r for r in e.rows if r.precision == "fp32"}
     findings, verdicts = [], set()
-    for key, row in noscale.items():
-        underflow = fp32[key].grad_underflow_fraction if key in fp32 else None
-        if row.parity.verdict not in ("pass", "fail") or underflow is None or underflow < t.underflow_fraction:
-            continue  # no noise floor, or no small gradients to lose
-        with_scaler = scaled[key].parity.verdict if key in scaled else "not run"
-        verdicts.add("supported" if row.parity.verdict == "fail" and with_scaler != "fail" else "contradicted")
+    for setup, row in noscale.items():
+        underflow = fp32[setup].grad_underflow_fraction if setup in fp32 else None
+        with_scaler = scaled[setup].parity.verdict if setup in scaled else None
+        judged = {row.parity.verdict, with_scaler} <= {"pass", "fail"}
+        if not judged or underflow is None or underflow < t.underflow_fraction:
+            continue  # no noise floor, no run with GradScaler to compare, or no small gradients to lose
+        verdicts.add("supported" if (row.parity.verdict, with_scaler) == ("fail", "pass") else "contradicted")
         findings.append(
             f"{row.where}: {underflow:.0%} of gradients below fp16's floor;"
             f" without a scaler parity {row.parity.verdict}, with GradScaler {with_scaler}"
         )
     if not findings:
         return "not measured here", (
-            f"no fp16-noscale run judged on a workload with >= {t.underflow_fraction:.0%} of gradients below"
-            " fp16's floor (see experiments/failure-modes.yaml)"
+            f"no fp16-noscale and fp16 pair judged on a workload with >= {t.underflow_fraction:.0%} of gradients"
+            " below fp16's floor (see experiments/failure-modes.yaml)"
         )
     return ("contradicted" if "contradicted" in verdicts else "supported"), "; ".join(findings)
 
 
 def amp_lowers_memory(e: Evidence, t: Thresholds) -> Verdict:
+    if e.machine.device_type != "cuda":
+        return "not measured here", "a CPU's peak resident memory is not the allocator peak the claim is about"
     ratios = [r for r in e.ok(AMP_MODES) if r.memory_ratio is not None]
     if not ratios:
         return "not measured here", "no fp16/bf16 run with an fp32 baseline"
@@ -155,7 +176,9 @@ def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
     advice = recommend(caps)
     findings, contradicted = [], False
     for setup in dict.fromkeys(r.setup for r in e.rows):
-        rows = [r for r in e.rows if r.setup == setup and r.runs and r.throughput]
+        rows = [r for r in e.rows if r.setup == setup and r.precision in RULE_MODES and r.runs and r.throughput]
+        if not rows or not e.compute_bound(rows[0], t):
+            continue  # the article expects little from AMP on launch-bound models: not the rule's ground
         kept = [r for r in rows if r.precision == "fp32" or (r.parity and r.parity.verdict == "pass")]
         recommended = next((r for r in kept if r.precision == advice.precision), None)
         if recommended is None or len(kept) < 2:
@@ -169,7 +192,7 @@ def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
         )
     if not findings:
         return "not measured here", (
-            f"the rule recommends {advice.precision} here; no workload has it and another mode with"
+            f"the rule recommends {advice.precision} here; no compute-bound workload has it and another mode with"
             " pass/fail parity verdicts (run repeats >= 2)"
         )
     return ("contradicted" if contradicted else "supported"), f"{advice.reason}. " + "; ".join(findings)
@@ -179,32 +202,44 @@ def loss_softmax_float32(e: Evidence, t: Thresholds) -> Verdict:
     audits = [r for r in e.records if r.precision in AMP_MODES and r.status == "ok" and r.dtype_audit]
     if not audits:
         return "not measured here", "no dtype audit of an fp16/bf16 run"
-    lapses = []
+    lapses, seen, fused = [], set(), set()
     for record in audits:
         audit = record.dtype_audit
         if not audit.get("checks", {}).get("loss_float32", False):
             lapses.append(f"{record.cell_id}: the loss was not float32")
         for op in audit.get("ops", []):
-            if op.get("phase") == "forward" and op.get("op") in SOFTMAX_OPS and op.get("output_dtypes") != ["float32"]:
-                lapses.append(f"{record.cell_id}: {op['op']} gave {', '.join(op['output_dtypes'])}")
+            name = op.get("op", "")
+            if op.get("phase") != "forward":
+                continue
+            fused |= {name} if name.startswith(ATTENTION_OPS) else set()
+            if name in SOFTMAX_OPS:
+                seen.add(name)
+                if op.get("output_dtypes") != ["float32"]:
+                    lapses.append(f"{record.cell_id}: {name} gave {', '.join(op['output_dtypes'])}")
     if lapses:
         return "contradicted", "; ".join(dict.fromkeys(lapses))
-    return "supported", f"{len(audits)} audited fp16/bf16 step(s): loss and every softmax op in float32"
+    unseen = f"; softmax inside fused attention ({', '.join(sorted(fused))}) is out of the audit's sight"
+    unseen = unseen if fused else ""
+    return "supported", (
+        f"{len(audits)} audited fp16/bf16 step(s): the loss and every softmax op seen"
+        f" ({', '.join(sorted(seen)) or 'none'}) in float32{unseen}"
+    )
 
 
 def pre_volta_little_gain(e: Evidence, t: Thresholds) -> Verdict:
     if e.machine.device_type != "cuda" or e.machine.tensor_cores is not False:
-        return "not measured here", "not a pre-Volta GPU (compute capability below 7.0)"
-    best = _best_speedups(e.ok(AMP_MODES))
+        return "not measured here", "this device is not a GPU older than Volta (compute capability 7.0)"
+    best = _best(e.ok(AMP_MODES), lambda r: r.speedup)
     if not best:
         return "not measured here", "no fp16/bf16 run with fp32 (pass --force: they are skipped on pre-Volta GPUs)"
-    high = [where for where, row in best.items() if row.speedup > t.little_gain]
-    return ("contradicted" if high else "supported"), f"best AMP speedup: {_speedups_text(best)}"
+    high = [value for _, value in best.values() if value > t.little_gain]
+    return ("contradicted" if high else "supported"), f"best AMP speedup over fp32: {_listing(best)}"
 
 
 CLAIMS: dict[str, tuple[str, Check]] = {
     "tensor_core_speedup": (
-        "On tensor-core GPUs, matmul-heavy models train about 1.5-3x faster with AMP than in fp32.",
+        "On tensor-core GPUs, matmul-heavy models train about 1.5-3x faster with AMP (against TF32 where the GPU"
+        " has it, as published figures are, else fp32).",
         tensor_core_speedup,
     ),
     "launch_bound_little_gain": (
@@ -218,8 +253,8 @@ CLAIMS: dict[str, tuple[str, Check]] = {
     ),
     "amp_lowers_memory": ("AMP lowers peak memory.", amp_lowers_memory),
     "capability_rule": (
-        "The capability rule (bf16 on 8.0+, fp16 with GradScaler on 7.x, no AMP below) picks the fastest"
-        " mode that keeps parity.",
+        "The capability rule (bf16 on 8.0+, fp16 with GradScaler on 7.x, no AMP below) picks the fastest of"
+        " fp32, fp16 and bf16 that keeps parity, for compute-bound models.",
         capability_rule,
     ),
     "loss_softmax_float32": ("Under autocast, the loss and softmax stay in float32.", loss_softmax_float32),

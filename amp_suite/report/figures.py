@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from amp_suite.config import PRECISIONS
 from amp_suite.report.build import Report, Row
 from amp_suite.results import CellRecord
 from amp_suite.summary import group_key
@@ -85,9 +86,10 @@ def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row],
     figure, axes = _panels(len(groups))
     for axis, (where, rows) in zip(axes, groups.items(), strict=False):
         machines = list(dict.fromkeys(r.machine for r in rows))
-        precisions = list(dict.fromkeys(r.precision for r in rows))
+        precisions = sorted({r.precision for r in rows}, key=_precision_order)  # the same order in every panel
         width = 0.8 / len(precisions)
         for i, precision in enumerate(precisions):
+            labelled = False
             for j, machine in enumerate(machines):
                 row = next((r for r in rows if r.machine == machine and r.precision == precision), None)
                 if row is None:
@@ -95,7 +97,8 @@ def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row],
                 height = value(row)
                 error = _error(row, height) if skip else None
                 axis.bar(j + i * width, height, width, color=PRECISION_COLORS.get(precision, "gray"),
-                         yerr=error, capsize=3, label=precision if j == 0 else None)  # fmt: skip
+                         yerr=error, capsize=3, label=None if labelled else precision)  # fmt: skip
+                labelled = True
         axis.set_xticks([j + width * (len(precisions) - 1) / 2 for j in range(len(machines))])
         axis.set_xticklabels([_short(labels[m]) for m in machines], fontsize=8)
         axis.set_title(where, fontsize=10)
@@ -104,6 +107,10 @@ def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row],
             axis.axhline(1.0, color="black", linewidth=0.8)
         axis.legend(fontsize=8)
     return figure
+
+
+def _precision_order(precision: str) -> int:
+    return PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS)
 
 
 def _error(row: Row, height: float):

@@ -100,7 +100,9 @@ def _read(path: Path) -> list[Reference]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         return ReferenceFile.model_validate(data).references
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not a readable reference file ({type(exc).__name__})") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}: not a readable reference file ({type(exc).__name__}{where})") from None
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc)}") from None
 
@@ -112,7 +114,7 @@ def match_references(
     configs: dict[tuple[str, str], dict[str, Any]],
     machine_ids: dict[str, str],
 ) -> list[ReferenceResult]:
-    """`configs`: (machine key, workload name) -> that workload's resolved config."""
+    """`configs`: (machine key, setup) -> the workload config that setup ran."""
     results = []
     for reference in references:
         results += _judge(reference, machines, rows, configs, machine_ids)
@@ -122,6 +124,8 @@ def match_references(
 def _judge(reference, machines, rows, configs, machine_ids) -> list[ReferenceResult]:
     if reference.needs:
         return [_result(reference, None, None, "no matching run", f"out of a short matrix's reach: {reference.needs}")]
+    if reference.gpus != 1:
+        return [_result(reference, None, None, "no matching run", f"measured on {reference.gpus} GPUs; cells use one")]
     same_gpu = [key for key, machine in machines.items() if _same_gpu(machine, reference.gpu)]
     if not same_gpu:
         return [_result(reference, None, None, "no matching run", f"no run on {reference.gpu}")]
@@ -155,7 +159,7 @@ def _throughput(machine: str, precision: str, wanted: dict[str, Any], rows: list
     for row in rows:
         if row.machine != machine or row.precision != precision or row.throughput is None:
             continue
-        if row.batch_size == wanted.get("batch_size") and _same_config(configs.get((machine, row.workload)), wanted):
+        if row.batch_size == wanted.get("batch_size") and _same_config(configs.get((machine, row.setup)), wanted):
             return row.throughput
     return None
 

@@ -174,6 +174,7 @@ def _parity(row: Row) -> str:
 
 def to_markdown(report: Report, figures: Sequence[Figure]) -> str:
     lines = ["# amp-suite report", "", _header(report), ""]
+    lines += [f"> note: {_md_cell(note)}\n" for note in report.notes]
     for section in sections(report):
         lines += [f"## {section.title}", "", section.intro, ""]
         lines.append("| " + " | ".join(section.headers) + " |")
@@ -192,10 +193,23 @@ def to_html(report: Report, figures: Sequence[Figure]) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     environment = Environment(loader=PackageLoader("amp_suite.report"), autoescape=select_autoescape(["html", "j2"]))
+    environment.filters["verdict_class"] = verdict_class
     images = [(f.title, "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")) for f in figures]
     return environment.get_template("report.html.j2").render(
-        header=_header(report), sections=sections(report), figures=images
+        header=_header(report), notes=report.notes, sections=sections(report), figures=images
     )
+
+
+VERDICT_WORDS = (
+    "supported", "contradicted", "not measured here", "reproduced", "not reproduced", "no matching run",
+    "pass", "fail", "indicative", "ok", "skipped", "failed", "diverged",
+)  # fmt: skip
+
+
+def verdict_class(cell: str) -> str:
+    """A CSS class for a cell that starts with a verdict or status ("fail (-0.87 / 0.02)"), else ""."""
+    word = next((w for w in VERDICT_WORDS if cell == w or cell.startswith((w + " (", w + " ["))), "")
+    return word.replace(" ", "-")
 
 
 def _header(report: Report) -> str:

@@ -90,6 +90,8 @@ def _experiment_records(experiment: str, tracking_uri: str | None) -> tuple[list
     if experiment_id is None:
         raise ConfigError(f"{experiment[:200]}: no such experiment in {tracking_uri}")
     records, unreadable = [], 0
+    # A cell run without a readable record.json: often a moved folder whose store still points at
+    # the old artifact path (`amp-suite ui --out FOLDER` repoints it).
     with tempfile.TemporaryDirectory(prefix="amp-suite-report-") as scratch:
         # Oldest first, the order results.jsonl has them in (the store returns newest first).
         for run in sorted(store.search(experiment_id), key=lambda run: run.info.start_time or 0):

@@ -168,6 +168,8 @@ class MlflowStore:
             if row.parity is not None:
                 metrics.append(("parity_delta", row.parity.delta, 0))
                 tags["parity"] = row.parity.verdict
+                if row.parity.verdict in ("pass", "fail"):  # sortable; "indicative" is no verdict to chart
+                    metrics.append(("parity_pass", float(row.parity.verdict == "pass"), 0))
             metrics = [metric for metric in metrics if metric[1] is not None]
             self._batch(run_id, tags=tags, metrics=metrics, timestamp=_millis(stamp))
 
