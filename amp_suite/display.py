@@ -12,7 +12,7 @@ from rich.table import Table
 from amp_suite.config import CellSpec
 from amp_suite.outcome import Outcome
 from amp_suite.results import CellRecord
-from amp_suite.summary import SummaryRow
+from amp_suite.summary import SummaryRow, natural_throughput
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "diverged": "magenta"}
 
@@ -60,7 +60,8 @@ class RichDisplay:
         self.progress.advance(self.cells_task)
         self.progress.update(self.steps_task, visible=False)
         style = STATUS_STYLE[record.status]
-        detail = f"{record.throughput:,.1f} samples/s" if record.throughput is not None else ""
+        rate, unit = natural_throughput(record)
+        detail = f"{rate:,.1f} {unit}" if rate is not None else ""
         reason = f"  ({record.reason})" if record.reason else ""
         self.console.print(f"[{style}]{record.status:>7}[/] {record.cell_id}  {detail}{reason}", highlight=False)
 

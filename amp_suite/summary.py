@@ -185,9 +185,9 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         step_time_ms=_mean(_per_seed(group, "step_time_ms_p50").values()),
         peak_memory_mb=_mean(memory.values()),
         speedup=paired_ratio(rates, base_rates["fp32"]),
-        speedup_interval=ratio_interval(rates, base_rates["fp32"]),
+        speedup_interval=None if precision == "fp32" else ratio_interval(rates, base_rates["fp32"]),
         speedup_vs_tf32=paired_ratio(rates, base_rates["tf32"]),
-        speedup_vs_tf32_interval=ratio_interval(rates, base_rates["tf32"]),
+        speedup_vs_tf32_interval=None if precision == "tf32" else ratio_interval(rates, base_rates["tf32"]),
         memory_ratio=_ratio(_mean(memory.values()), _mean(_per_seed(fp32, "peak_memory_mb").values())),
         val_metric_name=next((r.val_metric_name for r in group if r.val_metric_name), None),
         val_metric=_mean([r.val_metric for r in ok]),
@@ -218,6 +218,12 @@ def _per_seed(group: list[CellRecord], field: str, scale: float = 1.0) -> dict[i
         if record.status == "ok" and value is not None:
             values.setdefault(record.seed, []).append(value * scale)
     return {seed: statistics.fmean(v) for seed, v in values.items()}
+
+
+def natural_throughput(record: CellRecord) -> tuple[float | None, str]:
+    """The record's throughput in its workload's natural unit (images/s, tokens/s, samples/s)."""
+    unit, per_sample = _unit(record)
+    return (None if record.throughput is None else record.throughput * per_sample), unit
 
 
 def _unit(record: CellRecord) -> tuple[str, int]:
