@@ -20,7 +20,7 @@ from amp_suite.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.hardware import probe
 from amp_suite.loop import Trainer
 from amp_suite.machine import Machine
-from amp_suite.measure import PeakMemory, make_step_timer, step_stats
+from amp_suite.measure import PeakMemory, make_step_timer, memory_at_oom, step_stats
 from amp_suite.precision import PrecisionPolicy, make_policy, observed_matmul_dtype
 from amp_suite.results import CellRecord, describe_error, utc_now
 from amp_suite.workloads import Workload, build_workload
@@ -35,7 +35,8 @@ def _no_progress(phase: str, done: int, total: int) -> None:
 
 
 def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
-    """Never raises for a cell's own failure: it comes back as status "failed" with the error."""
+    """Never raises for a cell's own failure: it comes back as status "failed" with the error, or
+    "oom" when the batch did not fit in device memory."""
     started, clock = utc_now(), time.perf_counter()
     device = torch.device(spec.device)
     fields: dict[str, Any] = {"started_at": started}
@@ -53,6 +54,11 @@ def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
         if fields.get("nonfinite_step") is not None:
             status, reason = "diverged", fields["nonfinite_site"]
         return CellRecord.for_spec(spec, status, reason, duration_s=time.perf_counter() - clock, **fields)
+    except torch.OutOfMemoryError as exc:  # a batch that does not fit is a result, with the memory figures
+        traceback.print_exc()
+        fields.update(memory_at_oom(device))
+        reason = f"out of memory at batch {spec.batch_size}: {describe_error(exc, limit=400)}"
+        return CellRecord.for_spec(spec, "oom", reason, duration_s=time.perf_counter() - clock, **fields)
     except Exception as exc:  # a failing cell is recorded and the matrix goes on
         traceback.print_exc()  # to the cell's log; the record gets one line
         reason = describe_error(exc, limit=500)

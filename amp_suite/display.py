@@ -14,7 +14,7 @@ from amp_suite.outcome import Outcome
 from amp_suite.results import CellRecord
 from amp_suite.summary import SummaryRow, natural_throughput
 
-STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "diverged": "magenta"}
+STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "diverged": "magenta", "oom": "red"}
 
 
 class RichDisplay:

@@ -110,6 +110,19 @@ class PeakMemory:
             self.peak_mb = _peak_rss_mb()
 
 
+def memory_at_oom(device: torch.device) -> dict[str, float | str]:
+    """What the allocator held when a cell ran out of memory, and what the device has (CUDA).
+    A CPU raises no out-of-memory error of this kind: the kernel's OOM killer ends the worker."""
+    if device.type != "cuda":
+        return {}
+    return {
+        "peak_memory_mb": torch.cuda.max_memory_allocated(device) / 2**20,
+        "peak_memory_reserved_mb": torch.cuda.max_memory_reserved(device) / 2**20,
+        "peak_memory_kind": "cuda_max_allocated_until_oom",
+        "device_memory_mb": torch.cuda.get_device_properties(device).total_memory / 2**20,
+    }
+
+
 def _reset_peak_rss() -> bool:
     """Linux resets the resident-set high-water mark when "5" is written to clear_refs."""
     try:

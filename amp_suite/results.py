@@ -56,6 +56,7 @@ class CellRecord(BaseModel):
     peak_memory_mb: float | None = None
     peak_memory_reserved_mb: float | None = None
     peak_memory_kind: str | None = None
+    device_memory_mb: float | None = Field(None, description="the GPU's total memory; recorded when a cell hits oom")
     final_loss: float | None = None
     val_metric_name: str | None = Field(None, description="the workload's primary validation metric")
     val_metric: float | None = None

@@ -260,7 +260,7 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 def _status(group: list[CellRecord]) -> str:
     statuses = {r.status for r in group}
-    for status in ("failed", "diverged", "skipped"):
+    for status in ("failed", "oom", "diverged", "skipped"):
         if status in statuses:
             return status
     return "ok"

@@ -68,6 +68,45 @@ def test_a_cell_that_fails_exits_3_and_the_next_cell_still_runs(tmp_path):
     assert "resnet/bs4/seed0/fp32: failed" in done.stdout
 
 
+# Loaded by every Python process of the run (CLI, forkserver, cells) through PYTHONPATH: makes the
+# training step of one precision raise the exception CUDA raises when a batch does not fit, as a
+# GPU would, on a machine that has none.
+SIMULATED_OOM = """
+import torch
+import amp_suite.loop
+
+real_step = amp_suite.loop.Trainer.step
+
+
+def step(self, inputs, targets):
+    if self.policy.name == "fp32" and inputs.shape[0] == 16:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated by the test)")
+    return real_step(self, inputs, targets)
+
+
+amp_suite.loop.Trainer.step = step
+"""
+
+
+def test_out_of_memory_is_recorded_as_oom_and_the_next_cell_runs(tmp_path):
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "sitecustomize.py").write_text(SIMULATED_OOM)
+    big = {**MLP, "label": "big", "batch_sizes": [16]}  # fp32 at batch 16 "does not fit"
+    matrix = _matrix(tmp_path, name="oom", precisions=["fp32", "bf16"], workloads=[big, MLP])
+    done = amp_suite("run", "--matrix", str(matrix), "--out", str(tmp_path / "out"), cwd=tmp_path,
+                     env={"PYTHONPATH": str(tmp_path / "hooks")})  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr  # not expected by the matrix: named under "Exit 3"
+    records = read_records(tmp_path / "out")
+    assert [(r["workload"], r["precision"], r["status"]) for r in records] == [
+        ("big", "fp32", "oom"), ("big", "bf16", "ok"), ("mlp", "fp32", "ok"), ("mlp", "bf16", "ok"),
+    ]  # fmt: skip
+    assert records[0]["reason"].startswith("out of memory at batch 16: OutOfMemoryError: CUDA out of memory.")
+    assert records[0]["device_memory_mb"] is None  # a CPU has no device memory to report
+    assert _statuses(tmp_path / "out", "oom")["big/bs16/seed0/fp32"] == "FAILED"
+    assert "big/bs16/seed0/fp32: oom: out of memory at batch 16" in done.stdout
+    assert "Traceback" not in done.stderr
+
+
 def test_parity_verdicts_against_expectations_decide_exit_4(tmp_path):
     """An unexpected parity failure, and an expected failure that does not happen, both exit 4."""
     shipped = yaml.safe_load((EXPERIMENTS / "failure-modes.yaml").read_text())

@@ -12,7 +12,7 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp16-noscale")
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp16-noscale"]
 Device = Literal["cuda", "cpu"]
 # diverged: the cell ran, but a step produced inf/NaN outside GradScaler's skip-and-retry.
-Status = Literal["ok", "skipped", "failed", "diverged"]
+Status = Literal["ok", "skipped", "failed", "diverged", "oom"]  # oom: the batch did not fit in device memory
 
 
 class ConfigError(ValueError):

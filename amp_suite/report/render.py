@@ -202,7 +202,7 @@ def to_html(report: Report, figures: Sequence[Figure]) -> str:
 
 VERDICT_WORDS = (
     "supported", "contradicted", "not measured here", "reproduced", "not reproduced", "no matching run",
-    "pass", "fail", "indicative", "ok", "skipped", "failed", "diverged",
+    "pass", "fail", "indicative", "ok", "skipped", "failed", "diverged", "oom",
 )  # fmt: skip
 
 

@@ -36,7 +36,7 @@ TAG_RECORD = "amp_suite.record_id"
 TAG_COMPLETE = "amp_suite.complete"
 TAG_ENDED_BY = "amp_suite.ended_by"
 PARENT = "mlflow.parentRunId"
-RUN_STATUS = {"ok": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "diverged": "FAILED"}
+RUN_STATUS = {"ok": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED"}
 METRIC_FIELDS = (
     "throughput", "step_time_ms_p50", "step_time_ms_p90", "step_time_ms_mean", "step_time_ms_stdev",
     "peak_memory_mb", "peak_memory_reserved_mb", "final_loss", "val_metric", "val_loss",
