@@ -15,12 +15,14 @@ from amp_suite import environment
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
 from amp_suite.diagnostics.dtype_audit import audit_step
+from amp_suite.diagnostics.flops import count_step_flops
 from amp_suite.diagnostics.nonfinite import first_nonfinite_step, first_site, watch_nonfinite
 from amp_suite.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.hardware import probe
 from amp_suite.loop import Trainer
 from amp_suite.machine import Machine
-from amp_suite.measure import PeakMemory, make_step_timer, memory_at_oom, step_stats
+from amp_suite.measure import PeakMemory, Spread, make_step_timer, memory_at_oom, step_stats
+from amp_suite.peaks import utilisation
 from amp_suite.precision import PrecisionPolicy, make_policy, observed_matmul_dtype
 from amp_suite.results import CellRecord, describe_error, utc_now
 from amp_suite.workloads import Workload, build_workload
@@ -50,6 +52,7 @@ def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
             return CellRecord.for_spec(spec, "skipped", unsupported, **fields)
         with policy.numerics() as fp32_math, cudnn_autotune(device):
             fields.update(measure(spec, device, progress), fp32_math=fp32_math)
+        fields.update(utilisation(caps.type, caps.name, spec.precision, fields["tflops"]))
         status, reason = "ok", f"forced despite: {unsupported}" if unsupported else None
         if fields.get("nonfinite_step") is not None:
             status, reason = "diverged", fields["nonfinite_site"]
@@ -98,6 +101,7 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
         raise RuntimeError(f"{policy.name} expected matmuls in {policy.compute_dtype}, got {matmul_dtype}")
     underflow = grad_underflow_fraction(trainer.model, session.workload.loss, *batches.peek())
     audit = audit_step(trainer.model, session.workload.loss, policy, *batches.peek())
+    flops = count_step_flops(trainer.model, session.workload.loss, policy, *batches.peek())
 
     warmup = trainer.run(batches, spec.warmup_steps, on_step=lambda n: progress("warmup", n, spec.warmup_steps))
     if device.type == "cuda":
@@ -107,6 +111,7 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
         measured = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
         times_ms, span_s = timer.read()  # synchronises once
     stats = step_stats(times_ms)
+    spread = Spread.of(times_ms, spec.batch_size)
     loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
     progress("evaluate", 0, 1)
     validation = session.workload.evaluate(
@@ -114,6 +119,11 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
     )
     return {
         "throughput": spec.batch_size * spec.steps / span_s,
+        "flops_per_step": flops,
+        "tflops": flops * spec.steps / span_s / 1e12,
+        "throughput_windows": spread.windows,
+        "throughput_spread": spread.spread,
+        "noisy": spread.noisy,
         "step_time_ms_p50": stats.p50_ms,
         "step_time_ms_p90": stats.p90_ms,
         "step_time_ms_mean": stats.mean_ms,

@@ -97,7 +97,9 @@ def _summary_table(rows: Sequence[SummaryRow], title: str, memory_kind: str | No
     table.add_column("grads < fp16", justify="right", no_wrap=True)
     table.add_column("note")
     for row in rows:
-        note = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""
+        reference = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""
+        noisy = "noisy" if row.noisy else ""  # the spread of its windows or of its speedup exceeds 10%
+        note = " ".join(part for part in (reference, noisy) if part)
         tf32 = (_speedup(row.speedup_vs_tf32, row.speedup_vs_tf32_interval),) if with_tf32 else ()
         table.add_row(
             row.workload,

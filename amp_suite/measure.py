@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from amp_suite.config import NOISY_SPREAD
+
 
 @dataclass(frozen=True)
 class StepStats:
@@ -22,6 +24,30 @@ class StepStats:
     p90_ms: float
     mean_ms: float
     stdev_ms: float
+
+
+WINDOWS = 5  # the timed steps are split into this many windows to see how steady throughput was
+
+
+@dataclass(frozen=True)
+class Spread:
+    windows: list[float]  # throughput (samples/s) of consecutive windows of the timed steps
+    spread: float | None  # (max - min) / median of the windows; None with fewer than 2 windows
+    noisy: bool
+
+    @classmethod
+    def of(cls, times_ms: list[float], batch_size: int, windows: int = WINDOWS) -> Spread:
+        count = min(windows, len(times_ms))
+        edges = [round(i * len(times_ms) / count) for i in range(count + 1)] if count else [0]
+        rates = [
+            batch_size * (end - start) / (sum(times_ms[start:end]) / 1000)
+            for start, end in zip(edges, edges[1:], strict=False)
+            if sum(times_ms[start:end]) > 0
+        ]
+        if len(rates) < 2:
+            return cls(rates, None, False)
+        spread = (max(rates) - min(rates)) / statistics.median(rates)
+        return cls(rates, spread, spread > NOISY_SPREAD)
 
 
 def step_stats(times_ms: list[float]) -> StepStats:

@@ -49,6 +49,13 @@ class CellRecord(BaseModel):
     warmup_steps: int
     seed: int
     throughput: float | None = Field(None, description="training samples per second, measured steps only")
+    throughput_windows: list[float] = Field(default_factory=list, description="samples/s in windows of the timed steps")
+    throughput_spread: float | None = Field(None, description="(max - min) / median of throughput_windows")
+    noisy: bool | None = Field(None, description="throughput_spread above config.NOISY_SPREAD")
+    flops_per_step: int | None = Field(None, description="forward + backward FLOPs of one batch (FlopCounterMode)")
+    tflops: float | None = Field(None, description="achieved TFLOP/s over the measured steps")
+    peak_tflops: float | None = Field(None, description="the GPU's dense datasheet peak for this math mode")
+    mfu: float | None = Field(None, description="tflops / peak_tflops; None where the peak is not known")
     step_time_ms_p50: float | None = None
     step_time_ms_p90: float | None = None
     step_time_ms_mean: float | None = None

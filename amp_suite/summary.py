@@ -32,7 +32,7 @@ from functools import cache
 
 from pydantic import TypeAdapter, ValidationError
 
-from amp_suite.config import ParityConfig, WorkloadConfig
+from amp_suite.config import NOISY_SPREAD, ParityConfig, WorkloadConfig
 from amp_suite.results import CellRecord
 
 BASELINE = "fp32"  # the accuracy reference and the default speed baseline
@@ -103,12 +103,15 @@ class SummaryRow:
     unit: str  # images/s, tokens/s or samples/s
     throughput: float | None  # mean over seeds that finished ok, in `unit`
     step_time_ms: float | None  # mean of the seeds' median step times
+    tflops: float | None  # achieved TFLOP/s, mean over seeds
+    mfu: float | None  # achieved / the GPU's dense peak for this math mode; None where the peak is unknown
     peak_memory_mb: float | None
     speedup: float | None  # throughput / fp32 throughput
     speedup_interval: tuple[float, float] | None
     speedup_vs_tf32: float | None  # throughput / tf32 throughput
     speedup_vs_tf32_interval: tuple[float, float] | None
     memory_ratio: float | None  # peak memory / fp32 peak memory
+    noisy: bool = False  # a seed's throughput varied beyond NOISY_SPREAD, or the speedup's interval is that wide
     val_metric_name: str | None = None
     val_metric: float | None = None  # mean over seeds that finished ok
     grad_underflow_fraction: float | None = None  # fp32 gradients below fp16's range, before training
@@ -183,12 +186,15 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         unit=unit,
         throughput=_mean(rates.values()),
         step_time_ms=_mean(_per_seed(group, "step_time_ms_p50").values()),
+        tflops=_mean(_per_seed(group, "tflops").values()),
+        mfu=_mean(_per_seed(group, "mfu").values()),
         peak_memory_mb=_mean(memory.values()),
         speedup=paired_ratio(rates, base_rates["fp32"]),
         speedup_interval=None if precision == "fp32" else ratio_interval(rates, base_rates["fp32"]),
         speedup_vs_tf32=paired_ratio(rates, base_rates["tf32"]),
         speedup_vs_tf32_interval=None if precision == "tf32" else ratio_interval(rates, base_rates["tf32"]),
         memory_ratio=_ratio(_mean(memory.values()), _mean(_per_seed(fp32, "peak_memory_mb").values())),
+        noisy=any(r.noisy for r in ok) or _wide(ratio_interval(rates, base_rates["fp32"])),
         val_metric_name=next((r.val_metric_name for r in group if r.val_metric_name), None),
         val_metric=_mean([r.val_metric for r in ok]),
         grad_underflow_fraction=_mean([r.grad_underflow_fraction for r in ok]),
@@ -251,6 +257,15 @@ def _t_quantile(probability: float, degrees_of_freedom: int) -> float:
     from scipy.stats import t  # only needed with repeats; scipy is slow to import
 
     return float(t.ppf(probability, degrees_of_freedom))
+
+
+def _wide(interval: tuple[float, float] | None) -> bool:
+    """An interval wider than NOISY_SPREAD either side of its middle."""
+    if interval is None:
+        return False
+    low, high = interval
+    middle = (low + high) / 2
+    return middle > 0 and (high - low) / 2 / middle > NOISY_SPREAD
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

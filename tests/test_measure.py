@@ -67,3 +67,15 @@ def test_cuda_timer_and_memory(gpu):
         times, span = timer.read()
     assert len(times) == 2 and all(t > 0 for t in times) and span * 1e3 >= sum(times) * 0.99
     assert memory.peak_mb >= 16 and memory.reserved_mb >= memory.peak_mb
+
+
+def test_throughput_spread_across_windows_flags_a_noisy_cell():
+    from amp_suite.measure import Spread
+
+    steady = Spread.of([10.0] * 50, batch_size=32)
+    assert len(steady.windows) == 5 and steady.windows[0] == pytest.approx(3200.0)
+    assert steady.spread == pytest.approx(0.0) and not steady.noisy
+    slowed = Spread.of([10.0] * 40 + [20.0] * 10, batch_size=32)  # the last fifth ran at half speed
+    assert slowed.windows[-1] == pytest.approx(1600.0)
+    assert slowed.spread == pytest.approx(0.5) and slowed.noisy
+    assert Spread.of([10.0], batch_size=32).spread is None  # one step: no spread to speak of

@@ -92,3 +92,14 @@ def test_summary_pairs_parity_by_seed():
     row = next(r for r in summarize(records, RULE) if r.precision == "bf16")
     # seed 1 failed for bf16, so fp32's seed 1 is left out too: one pair -> indicative
     assert row.parity.verdict == "indicative" and row.parity.delta == pytest.approx(0.01)
+
+
+def test_a_noisy_seed_or_a_wide_interval_makes_the_row_noisy():
+    steady = [_record("fp32", 0, throughput=100.0), _record("fp32", 1, throughput=100.0),
+              _record("bf16", 0, throughput=150.0), _record("bf16", 1, throughput=151.0)]  # fmt: skip
+    assert not any(row.noisy for row in summarize(steady))
+    wide = steady[:2] + [_record("bf16", 0, throughput=100.0), _record("bf16", 1, throughput=200.0)]
+    rows = {row.precision: row for row in summarize(wide)}
+    assert rows["bf16"].noisy and not rows["fp32"].noisy  # 1.5x, 95% interval from -4.9x to 7.9x
+    flagged = steady[:3] + [steady[3].model_copy(update={"noisy": True})]
+    assert {row.precision: row.noisy for row in summarize(flagged)} == {"fp32": False, "bf16": True}

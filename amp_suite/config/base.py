@@ -36,6 +36,9 @@ MAX_SAMPLES = 10_000_000
 MAX_DATA_BYTES = 64 << 30  # the training and validation tensors a cell keeps on its device
 MAX_PARAMETERS = 4_000_000_000  # weights, gradients and AdamW state: 64 GB in float32
 MAX_SEED = 2**32 - 1
+# A cell whose throughput varied more than this across windows of its timed steps ((max - min) /
+# median), or a speedup whose 95% interval is wider than this either side, is flagged "noisy".
+NOISY_SPREAD = 0.10
 
 
 def count(upper: int, lower: int = 1, **kwargs):

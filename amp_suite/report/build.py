@@ -50,12 +50,15 @@ class Row(BaseModel):
     throughput: float | None  # mean over ok seeds, in `unit`
     unit: str
     step_time_ms: float | None  # mean of the seeds' median step times
+    tflops: float | None  # achieved TFLOP/s (matmul, conv and attention FLOPs of forward + backward)
+    mfu: float | None  # tflops / the GPU's published dense peak for this math mode; null where unknown
     speedup: float | None  # against the report's baseline
     speedup_interval: tuple[float, float] | None  # 95%, with 2+ seeds on both sides
     speedup_vs_fp32: float | None
     speedup_vs_tf32: float | None
     peak_memory_mb: float | None
     memory_ratio: float | None  # peak memory / fp32's
+    noisy: bool  # a seed's throughput varied > 10% across windows, or the speedup's interval is that wide
     val_metric_name: str | None
     val_metric: float | None
     parity: str | None  # pass, fail or indicative (against fp32); null for fp32 and where a side is missing

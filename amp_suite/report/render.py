@@ -70,11 +70,14 @@ def _machines(report: Report) -> Section:
 
 def _machine_rows(report: Report, machine: str, label: str) -> Section:
     other = "tf32" if report.baseline == "fp32" else "fp32"
-    headers = ("matrix", "workload", "batch", "precision", "status", "throughput", f"speedup vs {report.baseline}",
-               f"vs {other}", "memory vs fp32", "parity (delta / tolerance)")  # fmt: skip
+    headers = (
+        "matrix", "workload", "batch", "precision", "status", "throughput", "TFLOP/s (MFU)",
+        f"speedup vs {report.baseline}", f"vs {other}", "memory vs fp32", "parity (delta / tolerance)",
+    )  # fmt: skip
     notes: dict[str, int] = {}
     rows = [
         [r.matrix, r.workload, str(r.batch_size), r.precision, _status(r, notes), _rate(r.throughput, r.unit),
+         _tflops(r),
          _speedup(r.speedup, r.speedup_interval), _x(r.speedup_vs_tf32 if other == "tf32" else r.speedup_vs_fp32),
          _x(r.memory_ratio), _parity(r)]
         for r in report.rows if r.machine == machine
@@ -139,10 +142,12 @@ def _claims(report: Report, labels: dict[str, str]) -> Section:
 
 
 def _status(row: Row, notes: dict[str, int]) -> str:
-    """The status, with its reason as a numbered note: a skip reason repeats on many rows."""
+    """The status, with its reason as a numbered note (a skip reason repeats on many rows), and
+    whether its throughput was noisy."""
+    status = row.status + (", noisy" if row.noisy else "")
     if not row.reason:
-        return row.status
-    return f"{row.status} [{notes.setdefault(row.reason, len(notes) + 1)}]"
+        return status
+    return f"{status} [{notes.setdefault(row.reason, len(notes) + 1)}]"
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -151,6 +156,12 @@ def _rate(value: float | None, unit: str) -> str:
 
 def _figure(value: float, unit: str) -> str:
     return f"{value:,.0f} {unit}" if abs(value) >= 1000 else f"{value:.4g} {unit}"
+
+
+def _tflops(row: Row) -> str:
+    if row.tflops is None:
+        return "-"
+    return f"{row.tflops:.3g}" + (f" ({row.mfu:.0%})" if row.mfu is not None else "")
 
 
 def _x(value: float | None) -> str:
@@ -208,7 +219,7 @@ VERDICT_WORDS = (
 
 def verdict_class(cell: str) -> str:
     """A CSS class for a cell that starts with a verdict or status ("fail (-0.87 / 0.02)"), else ""."""
-    word = next((w for w in VERDICT_WORDS if cell == w or cell.startswith((w + " (", w + " ["))), "")
+    word = next((w for w in VERDICT_WORDS if cell == w or cell.startswith((w + " (", w + " [", w + ","))), "")
     return word.replace(" ", "-")
 
 

@@ -38,7 +38,8 @@ TAG_ENDED_BY = "amp_suite.ended_by"
 PARENT = "mlflow.parentRunId"
 RUN_STATUS = {"ok": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED"}
 METRIC_FIELDS = (
-    "throughput", "step_time_ms_p50", "step_time_ms_p90", "step_time_ms_mean", "step_time_ms_stdev",
+    "throughput", "tflops", "mfu", "flops_per_step",
+    "step_time_ms_p50", "step_time_ms_p90", "step_time_ms_mean", "step_time_ms_stdev",
     "peak_memory_mb", "peak_memory_reserved_mb", "final_loss", "val_metric", "val_loss",
     "grad_underflow_fraction", "loss_scale", "skipped_steps", "loss_scale_drops", "duration_s",
 )  # fmt: skip
@@ -164,7 +165,7 @@ class MlflowStore:
                 continue
             metrics = [("speedup", row.speedup, 0), ("speedup_vs_tf32", row.speedup_vs_tf32, 0),
                        ("memory_ratio", row.memory_ratio, 0)]  # fmt: skip
-            tags = {"speedup": "-" if row.speedup is None else f"{row.speedup:.2f}x"}
+            tags = {"speedup": "-" if row.speedup is None else f"{row.speedup:.2f}x", "noisy": row.noisy}
             if row.parity is not None:
                 metrics.append(("parity_delta", row.parity.delta, 0))
                 tags["parity"] = row.parity.verdict

@@ -1,0 +1,40 @@
+"""Published dense peak throughput per GPU and math mode, for model-FLOPs utilisation. No torch.
+
+The table is data with its sources (amp_suite/references/peaks/gpu-peaks.yaml, NVIDIA datasheets).
+A GPU it does not list gets no MFU: a guessed peak would make the fraction meaningless.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import yaml
+
+PEAKS_FILE = Path(__file__).resolve().parent / "references" / "peaks" / "gpu-peaks.yaml"
+# The datasheet column each precision mode runs its matmuls at.
+MATH_MODE = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "fp16-noscale": "fp16", "bf16": "bf16"}
+
+
+@functools.cache
+def _table() -> tuple[tuple[str, dict[str, float | None]], ...]:
+    data = yaml.safe_load(PEAKS_FILE.read_text(encoding="utf-8"))
+    return tuple((entry["match"].casefold(), entry["peak_tflops"]) for entry in data["gpus"])
+
+
+def peak_tflops(device_name: str, precision: str) -> float | None:
+    """The dense peak for this GPU and precision, or None where the table has none."""
+    name = device_name.casefold()
+    mode = MATH_MODE.get(precision)
+    for match, peaks in _table():
+        if match in name:
+            value = peaks.get(mode) if mode else None
+            return float(value) if value else None
+    return None
+
+
+def utilisation(device_type: str, device_name: str, precision: str, tflops: float | None) -> dict[str, float | None]:
+    """The record's `peak_tflops` and `mfu` (achieved / peak); both None off a known GPU."""
+    peak = peak_tflops(device_name, precision) if device_type == "cuda" else None
+    mfu = tflops / peak if peak and tflops is not None else None
+    return {"peak_tflops": peak, "mfu": mfu}
