@@ -38,44 +38,21 @@ class Machine(BaseModel):
     @classmethod
     def describe(cls, caps: DeviceCaps, environment: dict[str, Any]) -> Machine:
         """The machine a cell runs on, from its probed capabilities and environment block."""
-        return cls(
-            device_type=caps.type,
-            device_name=caps.name,
-            compute_capability=caps.capability_str,
-            driver=environment.get("driver"),
-            cuda=environment.get("cuda") if caps.type == "cuda" else None,
-            torch=environment.get("torch"),
-            host=environment.get("hostname"),
-            threads=environment.get("torch_threads") if caps.type == "cpu" else None,
-            tensor_cores=caps.tensor_cores,
-            fast_fp16=caps.fast_fp16,
-            fast_bf16=caps.fast_bf16,
-            tf32=caps.tf32,
-        )
+        fast = {k: getattr(caps, k) for k in ("tensor_cores", "fast_fp16", "fast_bf16", "tf32")}
+        return cls(**_identity(caps.type, caps.name, caps.capability_str, environment), **fast)
 
     @classmethod
     def from_environment(cls, device_type: str, environment: dict[str, Any]) -> Machine | None:
-        """For records written before they carried a machine: rebuilt from their environment."""
+        """For records written before they carried a machine: rebuilt from their environment.
+        A GPU's capabilities follow from its compute capability; a CPU's flags were not kept."""
         name = environment.get("device_name")
         if not name:
             return None
         capability = environment.get("compute_capability")
-        caps: dict[str, Any] = {}
         if device_type == "cuda" and capability:
             major, _, minor = str(capability).partition(".")
-            known = cuda_caps(name, (int(major), int(minor or 0)))
-            caps = {k: getattr(known, k) for k in ("tensor_cores", "fast_fp16", "fast_bf16", "tf32")}
-        return cls(
-            device_type=device_type,
-            device_name=name,
-            compute_capability=capability,
-            driver=environment.get("driver"),
-            cuda=environment.get("cuda") if device_type == "cuda" else None,
-            torch=environment.get("torch"),
-            host=environment.get("hostname"),
-            threads=environment.get("torch_threads") if device_type == "cpu" else None,
-            **caps,
-        )
+            return cls.describe(cuda_caps(name, (int(major), int(minor or 0))), environment)
+        return cls(**_identity(device_type, name, capability, environment))
 
     @property
     def key(self) -> str:
@@ -101,3 +78,17 @@ class Machine(BaseModel):
         if self.device_type == "cuda":
             return f"{self.model_name} (cc {self.compute_capability})"
         return f"{self.model_name} (CPU, {self.threads} threads)" if self.threads else f"{self.model_name} (CPU)"
+
+
+def _identity(device_type: str, name: str, capability: str | None, environment: dict[str, Any]) -> dict[str, Any]:
+    """The fields that say which device and software stack (and host) a record ran on."""
+    return {
+        "device_type": device_type,
+        "device_name": name,
+        "compute_capability": capability,
+        "driver": environment.get("driver"),
+        "cuda": environment.get("cuda") if device_type == "cuda" else None,
+        "torch": environment.get("torch"),
+        "host": environment.get("hostname"),
+        "threads": environment.get("torch_threads") if device_type == "cpu" else None,
+    }

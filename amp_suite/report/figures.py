@@ -77,8 +77,11 @@ def _by_workload(rows: Sequence[Row]) -> dict[str, list[Row]]:
     return dict(list(groups.items())[:MAX_PANELS])
 
 
-def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row], float | None], ylabel: str, skip):
-    groups = {where: [r for r in rows if value(r) is not None and r.precision != skip] for where, rows in
+def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row], float | None], ylabel: str,
+                  ratio_to: str | None):  # fmt: skip
+    """Bars per precision, grouped by machine, one panel per workload. `ratio_to`: the baseline
+    precision of values that are ratios (left out of the bars, drawn as a line at 1, with intervals)."""
+    groups = {where: [r for r in rows if value(r) is not None and r.precision != ratio_to] for where, rows in
               _by_workload(report.rows).items()}  # fmt: skip
     groups = {where: rows for where, rows in groups.items() if rows}
     if not groups:
@@ -95,7 +98,7 @@ def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row],
                 if row is None:
                     continue
                 height = value(row)
-                error = _error(row, height) if skip else None
+                error = _error(row, height) if ratio_to else None
                 axis.bar(j + i * width, height, width, color=PRECISION_COLORS.get(precision, "gray"),
                          yerr=error, capsize=3, label=None if labelled else precision)  # fmt: skip
                 labelled = True
@@ -103,7 +106,7 @@ def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row],
         axis.set_xticklabels([_short(labels[m]) for m in machines], fontsize=8)
         axis.set_title(where, fontsize=10)
         axis.set_ylabel(ylabel)
-        if skip:
+        if ratio_to:
             axis.axhline(1.0, color="black", linewidth=0.8)
         axis.legend(fontsize=8)
     return figure

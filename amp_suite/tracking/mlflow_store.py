@@ -150,7 +150,7 @@ class MlflowStore:
         if log_file is not None and log_file.is_file():
             self.client.log_artifact(run_id, str(log_file), "logs")
 
-    def log_summary(self, run_id: str, summary: Sequence[SummaryRow], stamp: str) -> None:
+    def log_summary(self, run_id: str, summary: Sequence[SummaryRow]) -> None:
         """The summary as a table artifact on the parent; the verdicts themselves go on each child
         (log_verdicts), where the UI can chart, sort and search them."""
         self.client.log_dict(run_id, json_safe([row.as_dict() for row in summary]), "summary.json")

@@ -55,7 +55,7 @@ class MlflowTracker:
 
     def finish(self, summary: Sequence[SummaryRow], outcome: Outcome, report: Path | None) -> None:
         assert self.invocation is not None and self.parent_id is not None, "start() first"
-        self.store.log_summary(self.parent_id, summary, self.invocation.at)
+        self.store.log_summary(self.parent_id, summary)
         runs = [(record, record.mlflow_run_id) for record in self.logged if record.mlflow_run_id]
         self.store.log_verdicts(summary, runs, self.invocation.at)
         if report is not None:

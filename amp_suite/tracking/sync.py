@@ -127,7 +127,7 @@ class _InvocationSync:
         everything = self.reused + self.records
         summary = summarize(everything, matrix.parity if matrix else None)  # the matrix's rule: for old records
         stamp = self.invocation.started.at if self.invocation else self.records[0].started_at
-        self.store.log_summary(parent_id, summary, stamp)
+        self.store.log_summary(parent_id, summary)
         runs = [(record, self.run_ids[record.identity]) for record in self.records if record.identity in self.run_ids]
         self.store.log_verdicts(summary, runs, stamp)
         described = next((record for record in self.records if record.machine), None)
