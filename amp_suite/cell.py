@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 
-from amp_suite import environment
+from amp_suite import compilation, environment
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
 from amp_suite.diagnostics.dtype_audit import audit_step
@@ -46,6 +47,9 @@ def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
         caps = probe(device)
         env = environment.collect(device, caps)
         fields.update(device_name=caps.name, environment=env, machine=Machine.describe(caps, env))
+        impossible = unsupported_axes(spec, device)  # not a matter of speed: --force can't run these
+        if impossible:
+            return CellRecord.for_spec(spec, "skipped", impossible, **fields)
         policy = make_policy(spec.precision, device.type)  # for the check and the global numerics
         unsupported = policy.unsupported_reason(caps)
         if unsupported and not spec.force:
@@ -68,44 +72,55 @@ def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
         return CellRecord.for_spec(spec, "failed", reason, duration_s=time.perf_counter() - clock, **fields)
 
 
+def unsupported_axes(spec: CellSpec, device: torch.device) -> str | None:
+    """Why this cell's compile mode or memory layout can't run here (platform or model), or None."""
+    if spec.channels_last and not spec.workload.image_inputs:
+        return f"channels_last applies to image inputs; the {spec.workload.workload} workload has none"
+    return compilation.unsupported_reason(device, spec.compile)
+
+
 @dataclass
 class Session:
     """Everything one training run needs, built the same way every time for a given spec."""
 
     workload: Workload
     data: LoadedData
+    model: nn.Module  # eager; trainer.model is its compiled form when the cell compiles
     policy: PrecisionPolicy
     trainer: Trainer
     batches: DeviceBatches
 
 
 def prepare(spec: CellSpec, device: torch.device) -> Session:
-    workload = build_workload(spec.workload)
+    workload = build_workload(spec.workload, spec.channels_last)
     data = workload.load_data()
     torch.manual_seed(spec.seed)  # same initial weights for every precision
     model = workload.to_device(workload.build_model(data.train), device)
-    data = data.to(device)
+    data = data.to(device, workload.memory_format)
     optimizer = workload.make_optimizer(model)
     policy = make_policy(spec.precision, device.type)
     policy.bind(optimizer)
     order = batch_order(len(data.train), spec.batch_size, spec.warmup_steps + spec.steps, spec.seed)
-    trainer = Trainer(model, optimizer, policy, workload, spec.max_grad_norm)
-    return Session(workload, data, policy, trainer, DeviceBatches(data.train, order))
+    trainer = Trainer(compilation.compiled(model, spec.compile), optimizer, policy, workload, spec.max_grad_norm)
+    return Session(workload, data, model, policy, trainer, DeviceBatches(data.train, order))
 
 
 def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[str, Any]:
     session = prepare(spec, device)
-    policy, trainer, batches = session.policy, session.trainer, session.batches
+    policy, trainer, batches, model = session.policy, session.trainer, session.batches, session.model
     matmul_dtype = observed_matmul_dtype(policy, device)
     if matmul_dtype != policy.compute_dtype:
         raise RuntimeError(f"{policy.name} expected matmuls in {policy.compute_dtype}, got {matmul_dtype}")
-    underflow = grad_underflow_fraction(trainer.model, session.workload.loss, *batches.peek())
-    audit = audit_step(trainer.model, session.workload.loss, policy, *batches.peek())
-    flops = count_step_flops(trainer.model, session.workload.loss, policy, *batches.peek())
+    # The diagnostics run the eager model: the same arithmetic, and nothing for the compiler to trace.
+    underflow = grad_underflow_fraction(model, session.workload.loss, *batches.peek())
+    audit = audit_step(model, session.workload.loss, policy, *batches.peek())
+    flops = count_step_flops(model, session.workload.loss, policy, *batches.peek())
 
+    warmup_clock = time.perf_counter()
     warmup = trainer.run(batches, spec.warmup_steps, on_step=lambda n: progress("warmup", n, spec.warmup_steps))
     if device.type == "cuda":
         torch.cuda.synchronize(device)  # warmup work must not spill into the measured region
+    warmup_s = time.perf_counter() - warmup_clock
     timer = make_step_timer(device, spec.steps)
     with PeakMemory(device) as memory:
         measured = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
@@ -114,11 +129,12 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
     spread = Spread.of(times_ms, spec.batch_size)
     loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
     progress("evaluate", 0, 1)
-    validation = session.workload.evaluate(
-        trainer.model, session.data.validation, spec.batch_size, policy.forward_context
-    )
+    # The eager module holds the trained weights too; evaluating it spares a recompile for eval mode
+    # and for the last, smaller batch.
+    validation = session.workload.evaluate(model, session.data.validation, spec.batch_size, policy.forward_context)
     return {
         "throughput": spec.batch_size * spec.steps / span_s,
+        "warmup_s": warmup_s,
         "flops_per_step": flops,
         "tflops": flops * spec.steps / span_s / 1e12,
         "throughput_windows": spread.windows,
@@ -156,7 +172,7 @@ def audit_cell(spec: CellSpec) -> dict[str, Any]:
     device = torch.device(spec.device)
     with make_policy(spec.precision, device.type).numerics():
         session = prepare(spec, device)
-        return audit_step(session.trainer.model, session.workload.loss, session.policy, *session.batches.peek())
+        return audit_step(session.model, session.workload.loss, session.policy, *session.batches.peek())
 
 
 Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms) from Trainer.run
@@ -173,7 +189,8 @@ def check_finite(
     if step is None:
         return {"nonfinite_step": None}
     progress("replay", 0, step + 1)
-    replay = prepare(spec, device)
+    # Eager: the hooks that name the site see every module (a compiled graph would hide them).
+    replay = prepare(spec.model_copy(update={"compile": "off"}), device)
     replay.trainer.run(replay.batches, step)
     with watch_nonfinite(replay.trainer.model) as found:
         loss, grad_norm = replay.trainer.step(*replay.batches.next())

@@ -66,7 +66,9 @@ class RichDisplay:
         self.console.print(f"[{style}]{record.status:>7}[/] {record.cell_id}  {detail}{reason}", highlight=False)
 
 
-SUMMARY_COLUMNS = ("workload", "batch", "precision", "status", "throughput", "vs fp32", "peak MB", "mem vs fp32")
+SUMMARY_COLUMNS = (
+    "workload", "batch", "variant", "precision", "status", "throughput", "vs fp32", "peak MB", "mem vs fp32",
+)  # fmt: skip
 METRIC_LABELS = {"val_accuracy": "acc", "val_perplexity": "ppl"}
 PARITY_STYLE = {"pass": "green", "fail": "red", "indicative": "cyan"}
 
@@ -87,10 +89,10 @@ def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memo
 
 def _summary_table(rows: Sequence[SummaryRow], title: str, memory_kind: str | None, notes: dict[str, int]) -> Table:
     with_tf32 = any(row.speedup_vs_tf32 is not None and row.precision != "tf32" for row in rows)
-    columns = SUMMARY_COLUMNS[:6] + (("vs tf32",) if with_tf32 else ()) + SUMMARY_COLUMNS[6:]
+    columns = SUMMARY_COLUMNS[:7] + (("vs tf32",) if with_tf32 else ()) + SUMMARY_COLUMNS[7:]
     table = Table(title=title, title_justify="left", caption=f"peak memory: {memory_kind}" if memory_kind else None)
     for column in columns:
-        justify = "left" if column in ("workload", "precision", "status") else "right"
+        justify = "left" if column in ("workload", "variant", "precision", "status") else "right"
         table.add_column(column, justify=justify, no_wrap=True)
     table.add_column("validation", justify="right", no_wrap=True)
     table.add_column("parity: delta / tol", no_wrap=True)
@@ -104,6 +106,7 @@ def _summary_table(rows: Sequence[SummaryRow], title: str, memory_kind: str | No
         table.add_row(
             row.workload,
             str(row.batch_size),
+            row.variant,
             row.precision,
             f"[{STATUS_STYLE.get(row.status, 'white')}]{row.status}[/]",
             _number(row.throughput, "{:,.1f} " + row.unit),

@@ -38,6 +38,8 @@ class CellRecord(BaseModel):
     matrix: str
     workload: str
     precision: str
+    compile: str = Field("off", description="torch.compile mode of the model ('off': eager)")
+    channels_last: bool = Field(False, description="model and inputs in channels_last (NHWC) memory layout")
     status: Status
     reason: str | None = None
     device: str
@@ -56,6 +58,7 @@ class CellRecord(BaseModel):
     tflops: float | None = Field(None, description="achieved TFLOP/s over the measured steps")
     peak_tflops: float | None = Field(None, description="the GPU's dense datasheet peak for this math mode")
     mfu: float | None = Field(None, description="tflops / peak_tflops; None where the peak is not known")
+    warmup_s: float | None = Field(None, description="wall time of the warmup steps (torch.compile compiles in them)")
     step_time_ms_p50: float | None = None
     step_time_ms_p90: float | None = None
     step_time_ms_mean: float | None = None
@@ -104,6 +107,8 @@ class CellRecord(BaseModel):
             matrix=spec.matrix,
             workload=spec.workload.name,
             precision=spec.precision,
+            compile=spec.compile,
+            channels_last=spec.channels_last,
             status=status,
             reason=reason,
             device=spec.device,
@@ -137,9 +142,10 @@ class StoredRecord(CellRecord):
 
     @model_validator(mode="before")
     @classmethod
-    def _machine_from_environment(cls, data: Any) -> Any:
+    def _from_older_versions(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
+        data = _layout_from_workload(data)
         machine = data.get("machine")
         environment = data.get("environment") if isinstance(data.get("environment"), dict) else {}
         if isinstance(machine, dict):  # a newer version's machine may say more than this one knows
@@ -150,6 +156,16 @@ class StoredRecord(CellRecord):
         elif machine is None and isinstance(data.get("environment"), dict):
             data = {**data, "machine": Machine.from_environment(str(data.get("device", "")), data["environment"])}
         return data
+
+
+def _layout_from_workload(data: dict[str, Any]) -> dict[str, Any]:
+    """Before the memory layout was a matrix axis, a ResNet config carried it as workload.channels_last."""
+    config = data.get("config")
+    workload = config.get("workload") if isinstance(config, dict) else None
+    if "channels_last" in data or not isinstance(workload, dict) or not isinstance(workload.get("channels_last"), bool):
+        return data
+    layout = workload["channels_last"]
+    return {**data, "channels_last": layout, "config": {**config, "channels_last": layout}}
 
 
 def describe_error(exc: BaseException, limit: int = 300) -> str:

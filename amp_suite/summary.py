@@ -96,6 +96,8 @@ class SummaryRow:
     workload: str
     batch_size: int
     precision: str
+    compile: str  # torch.compile mode, "off" for eager
+    channels_last: bool
     status: str  # "ok" when every seed ran; otherwise the worst status seen
     reason: str | None
     runs: int  # runs that finished ok (seeds x hosts)
@@ -121,9 +123,14 @@ class SummaryRow:
         return asdict(self)
 
     @property
+    def variant(self) -> str:
+        return variant(self.compile, self.channels_last)
+
+    @property
     def where(self) -> str:
-        """The comparison this row belongs to, in words: workload, batch size and matrix."""
-        return f"{self.workload}/bs{self.batch_size} ({self.matrix})"
+        """The comparison this row belongs to, in words: workload, batch size, variant and matrix."""
+        shown = "" if self.variant == EAGER else f" {self.variant}"
+        return f"{self.workload}/bs{self.batch_size}{shown} ({self.matrix})"
 
     def speedup_against(self, baseline: str) -> tuple[float | None, tuple[float, float] | None]:
         if baseline == "tf32":
@@ -131,10 +138,21 @@ class SummaryRow:
         return self.speedup, self.speedup_interval
 
 
+EAGER = "eager"
+
+
+def variant(compile: str, channels_last: bool) -> str:
+    """How a cell ran besides its precision, in a word or two: "eager", "compiled (reduce-overhead)",
+    "eager, channels_last"."""
+    mode = EAGER if compile == "off" else f"compiled ({compile})"
+    return f"{mode}, channels_last" if channels_last else mode
+
+
 GroupKey = tuple[str, str, str]  # machine, setup, precision
 SETUP_EXCLUDES = ("seed", "precision", "force", "device", "matrix")  # what may differ within one comparison
-# Within the workload: which precisions are forced, and which other batch sizes the matrix swept.
-WORKLOAD_SETUP_EXCLUDES = ("force", "batch_sizes")
+# Within the workload: which precisions are forced, and which other batch sizes, compile modes and
+# layouts the matrix swept (the cell's own compile mode and layout are part of its setup).
+WORKLOAD_SETUP_EXCLUDES = ("force", "batch_sizes", "compile", "channels_last")
 
 
 def machine_key(record: CellRecord) -> str:
@@ -179,6 +197,8 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         workload=group[0].workload,
         batch_size=group[0].batch_size,
         precision=precision,
+        compile=group[0].compile,
+        channels_last=group[0].channels_last,
         status=_status(group),
         reason=next((r.reason for r in group if r.reason), None),
         runs=len(ok),

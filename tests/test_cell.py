@@ -57,7 +57,7 @@ def test_forced_fp16_runs_with_the_scaler_and_says_it_was_forced(bf16_cpu):
 
 
 def test_a_crashing_cell_is_recorded_failed(bf16_cpu, monkeypatch):
-    def explode(config):
+    def explode(config, channels_last=False):
         raise RuntimeError("model construction blew up\nsecond line")
 
     monkeypatch.setattr(cell_module, "build_workload", explode)
@@ -80,8 +80,8 @@ class GoesNaN(torch.nn.Module):
 def _poisoned(monkeypatch, after: int) -> None:
     real_build = cell_module.build_workload
 
-    def build(config):
-        workload = real_build(config)
+    def build(config, channels_last=False):
+        workload = real_build(config, channels_last)
         build_model = workload.build_model
         workload.build_model = lambda train: torch.nn.Sequential(
             OrderedDict(body=build_model(train), poison=GoesNaN(after), head=torch.nn.Linear(10, 10))

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+# The precision modes, written once (amp_suite.precision holds a policy for each). fp16-noscale
+# (autocast fp16 without GradScaler) is the negative control: it shows the parity check can fail
+# when small gradients flush to zero.
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp16-noscale")
-# fp16-noscale (autocast fp16 without GradScaler) is the negative control: it shows the parity
-# check can fail when small gradients flush to zero.
-Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp16-noscale"]
+Precision = Literal[PRECISIONS]  # type: ignore[valid-type]  # Literal unpacks the tuple
+
+# torch.compile as a matrix axis: "off" runs eager; the others are torch.compile's modes
+# ("reduce-overhead" captures CUDA graphs). YAML's false/true mean "off"/"default".
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _compile_mode(value: object) -> object:
+    return {False: "off", True: "default"}.get(value, value) if isinstance(value, bool) else value
+
+
+CompileMode = Annotated[Literal[COMPILE_MODES], BeforeValidator(_compile_mode)]  # type: ignore[valid-type]
 Device = Literal["cuda", "cpu"]
 # diverged: the cell ran, but a step produced inf/NaN outside GradScaler's skip-and-retry.
 Status = Literal["ok", "skipped", "failed", "diverged", "oom"]  # oom: the batch did not fit in device memory

@@ -13,6 +13,7 @@ from amp_suite.config.base import (
     MAX_STEPS,
     NAME_MAX,
     NAME_PATTERN,
+    CompileMode,
     ConfigError,
     Device,
     FrozenModel,
@@ -63,11 +64,15 @@ class CellSpec(FrozenModel):
     warmup_steps: int = count(MAX_STEPS)
     max_grad_norm: PositiveFloat
     device: Device
+    compile: CompileMode = "off"
+    channels_last: bool = False
     force: bool = False
 
     @property
     def cell_id(self) -> str:
-        return f"{self.workload.name}/bs{self.batch_size}/seed{self.seed}/{self.precision}"
+        """workload/batch/seed/precision, then the compile mode and memory layout where not the default."""
+        axes = ([] if self.compile == "off" else [f"compile-{self.compile}"]) + (["nhwc"] if self.channels_last else [])
+        return "/".join([f"{self.workload.name}/bs{self.batch_size}/seed{self.seed}/{self.precision}", *axes])
 
     @property
     def config_hash(self) -> str:
@@ -85,6 +90,10 @@ class Matrix(FrozenModel):
     max_grad_norm: PositiveFloat = 1.0
     parity: ParityConfig = ParityConfig()
     precisions: list[Precision] = Field(min_length=1)
+    compile: list[CompileMode] = Field(["off"], min_length=1, description="torch.compile modes; 'off' is eager")
+    channels_last: list[bool] = Field(
+        [False], min_length=1, description="memory layouts to run image workloads in; others keep theirs"
+    )
     workloads: list[WorkloadConfig] = Field(min_length=1, max_length=64)
     expect: list[Expectation] = Field(default_factory=list, max_length=256)
 
@@ -94,8 +103,10 @@ class Matrix(FrozenModel):
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise ValueError(f"workload names must be unique; give each a distinct 'label': {duplicated}")
-        if len(set(self.precisions)) != len(self.precisions):
-            raise ValueError(f"precisions must not repeat: {self.precisions}")
+        for axis in ("precisions", "compile", "channels_last"):
+            values = getattr(self, axis)
+            if len(set(values)) != len(values):
+                raise ValueError(f"{axis} must not repeat: {values}")
         for expectation in self.expect:
             if expectation.workload is not None and expectation.workload not in names:
                 raise ValueError(f"expect: no workload named {expectation.workload!r}; this matrix has {names}")
@@ -130,11 +141,15 @@ class Matrix(FrozenModel):
                 warmup_steps=self.warmup_steps,
                 max_grad_norm=self.max_grad_norm,
                 device=device,
+                compile=mode,
+                channels_last=layout,
                 force=force or p in w.force,
             )
             for w in self.workloads
             for bs in w.batch_sizes
             for seed in seeds
+            for mode in w.compile or self.compile  # a workload's own list wins over the matrix's
+            for layout in w.layouts(self.channels_last)
             for p in self.precisions
         ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal, Union
 
-from pydantic import Field, PositiveFloat, model_validator
+from pydantic import BeforeValidator, Field, PositiveFloat, model_validator
 
 from amp_suite.config.base import (
     MAX_BATCH,
@@ -13,10 +13,17 @@ from amp_suite.config.base import (
     MAX_SAMPLES,
     NAME_MAX,
     NAME_PATTERN,
+    CompileMode,
     FrozenModel,
     Precision,
     count,
 )
+
+
+def _as_list(value: object) -> object:
+    """`channels_last: true` on a workload means the one-value list [true]."""
+    return [value] if isinstance(value, (bool, str)) else value
+
 
 DataSource = Literal["synthetic", "digits", "hub", "imagefolder", "text"]
 
@@ -42,6 +49,7 @@ class DataConfig(FrozenModel):
 
 class _WorkloadBase(FrozenModel):
     throughput_unit: ClassVar[str] = "samples/s"  # the unit people quote this kind of model in
+    image_inputs: ClassVar[bool] = False  # 4-D inputs through convolutions: the channels_last axis applies
 
     label: str | None = Field(None, pattern=NAME_PATTERN, max_length=NAME_MAX)
     batch_sizes: list[Annotated[int, count(MAX_BATCH)]] = Field(min_length=1, max_length=32)
@@ -50,6 +58,9 @@ class _WorkloadBase(FrozenModel):
     force: list[Precision] = Field(
         default_factory=list, description="precisions to run even where the hardware is slow at them"
     )
+    # The matrix's axes, for this workload only (None: the matrix's lists).
+    compile: Annotated[list[CompileMode] | None, BeforeValidator(_as_list)] = Field(None, min_length=1)
+    channels_last: Annotated[list[bool] | None, BeforeValidator(_as_list)] = Field(None, min_length=1)
 
     @property
     def name(self) -> str:
@@ -73,9 +84,18 @@ class _WorkloadBase(FrozenModel):
             raise ValueError(
                 f"samples ({self.samples}) must be at least the largest batch size ({max(self.batch_sizes)})"
             )
-        if len(set(self.batch_sizes)) != len(self.batch_sizes):
-            raise ValueError(f"batch_sizes must not repeat: {self.batch_sizes}")
+        for axis in ("batch_sizes", "compile", "channels_last"):
+            values = getattr(self, axis) or []
+            if len(set(values)) != len(values):
+                raise ValueError(f"{axis} must not repeat: {values}")
+        if True in (self.channels_last or []) and not self.image_inputs:
+            raise ValueError(f"channels_last applies to image workloads; {self.workload} has no 4-D inputs")  # type: ignore[attr-defined]
         return self
+
+    def layouts(self, matrix_layouts: list[bool]) -> list[bool]:
+        """This workload's memory layouts (channels_last or not): its own list, else the matrix's
+        where the axis applies (image inputs), else the one layout it has."""
+        return self.channels_last or (matrix_layouts if self.image_inputs else [False])
 
     @model_validator(mode="after")
     def _fits_in_memory(self):
@@ -94,13 +114,13 @@ class _WorkloadBase(FrozenModel):
 
 class ResNetConfig(_WorkloadBase):
     throughput_unit: ClassVar[str] = "images/s"
+    image_inputs: ClassVar[bool] = True
 
     workload: Literal["resnet"]
     data: DataConfig = DataConfig(source="digits")
     arch: Literal["resnet18", "resnet34", "resnet50", "resnet101", "resnet152"] = "resnet50"
     image_size: int = count(1024, lower=32, default=224)
     num_classes: int = count(100_000, lower=2, default=1000)
-    channels_last: bool = True
     lr: PositiveFloat = 0.1
 
     def sample_bytes(self) -> int:

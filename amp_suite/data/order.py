@@ -22,8 +22,11 @@ class TensorData:
     def __len__(self) -> int:
         return len(self.inputs)
 
-    def to(self, device: torch.device) -> TensorData:
-        return TensorData(self.inputs.to(device), self.targets.to(device))
+    def to(self, device: torch.device, memory_format: torch.memory_format = torch.preserve_format) -> TensorData:
+        """On `device`; images (4-D inputs) in `memory_format`."""
+        images = self.inputs.dim() == 4
+        inputs = self.inputs.to(device, memory_format=memory_format) if images else self.inputs.to(device)
+        return TensorData(inputs, self.targets.to(device))
 
 
 def batch_order(num_samples: int, batch_size: int, num_batches: int, seed: int) -> torch.Tensor:

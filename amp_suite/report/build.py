@@ -43,6 +43,9 @@ class Row(BaseModel):
     workload: str
     batch_size: int
     precision: str
+    compile: str  # torch.compile mode; "off" is eager
+    channels_last: bool
+    variant: str  # compile mode and layout in words: "eager", "compiled (default), channels_last"
     status: str  # ok, or the worst status among its seeds (failed, diverged, skipped)
     reason: str | None
     runs: int  # runs that finished ok (seeds x hosts)
@@ -136,8 +139,9 @@ def _row(row: SummaryRow, machine_id: str, baseline: str) -> Row:
     own = ("machine", "speedup", "speedup_interval", "parity")  # what the report restates
     shared = {key: value for key, value in row.as_dict().items() if key in Row.model_fields and key not in own}
     return Row(
-        **shared, machine=machine_id, speedup=speedup, speedup_interval=interval, speedup_vs_fp32=row.speedup,
-        parity=p.verdict if p else None, parity_delta=p and p.delta, parity_tolerance=p and p.tolerance,
+        **shared, machine=machine_id, variant=row.variant, speedup=speedup, speedup_interval=interval,
+        speedup_vs_fp32=row.speedup, parity=p.verdict if p else None, parity_delta=p and p.delta,
+        parity_tolerance=p and p.tolerance,
     )  # fmt: skip
 
 
@@ -197,10 +201,12 @@ def _machine_id(label: str, key: str) -> str:
 
 
 def _workload_configs(records: Sequence[CellRecord]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(machine key, setup) -> the workload config that setup ran."""
+    """(machine key, setup) -> the workload config that setup ran, with the cell's compile mode and layout."""
     configs: dict[tuple[str, str], dict[str, Any]] = {}
     for record in records:
         workload = record.config.get("workload")
         if isinstance(workload, dict):
-            configs.setdefault((machine_key(record), setup_key(record)), workload)
+            ran = {k: v for k, v in workload.items() if k not in ("compile", "channels_last")}  # the sweep's lists
+            ran |= {"compile": record.compile, "channels_last": record.channels_last}
+            configs.setdefault((machine_key(record), setup_key(record)), ran)
     return configs

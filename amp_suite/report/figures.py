@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from amp_suite.config import PRECISIONS
 from amp_suite.report.build import Report, Row
 from amp_suite.results import CellRecord
-from amp_suite.summary import group_key
+from amp_suite.summary import EAGER, group_key, variant
 
 MAX_PANELS = 12
 PRECISION_COLORS = {
@@ -59,6 +59,11 @@ def _draw(name: str, title: str, painter: Callable[..., object], *args) -> Figur
     return Figure(name, title, buffer.getvalue())
 
 
+def _variant(text: str) -> str:
+    """A variant as a suffix for titles and legends; nothing for the common case, eager."""
+    return "" if text == EAGER else f" ({text})"
+
+
 def _panels(count: int, width: float = 4.2, height: float = 3.2):
     import matplotlib.pyplot as plt
 
@@ -73,7 +78,8 @@ def _panels(count: int, width: float = 4.2, height: float = 3.2):
 def _by_workload(rows: Sequence[Row]) -> dict[str, list[Row]]:
     groups: dict[str, list[Row]] = {}
     for row in rows:
-        groups.setdefault(f"{row.workload} / batch {row.batch_size} ({row.matrix})", []).append(row)
+        where = f"{row.workload} / batch {row.batch_size}{_variant(row.variant)} ({row.matrix})"
+        groups.setdefault(where, []).append(row)
     return dict(list(groups.items())[:MAX_PANELS])
 
 
@@ -139,12 +145,13 @@ def _throughput(report: Report, labels: dict[str, str]):
     figure, axes = _panels(len(panels))
     for axis, (matrix, workload) in zip(axes, panels, strict=False):
         rows = [r for r in report.rows if (r.matrix, r.workload) == (matrix, workload) and r.throughput]
-        for machine, precision in dict.fromkeys((r.machine, r.precision) for r in rows):
-            mine = [r for r in rows if (r.machine, r.precision) == (machine, precision)]
+        for machine, precision, how in dict.fromkeys((r.machine, r.precision, r.variant) for r in rows):
+            mine = [r for r in rows if (r.machine, r.precision, r.variant) == (machine, precision, how)]
             line = sorted((r.batch_size, r.throughput) for r in mine)
             axis.plot(
                 [batch for batch, _ in line], [rate for _, rate in line], marker="o",
-                color=PRECISION_COLORS.get(precision, "gray"), label=f"{precision}, {_short(labels[machine])}",
+                linestyle="-" if how == EAGER else "--", color=PRECISION_COLORS.get(precision, "gray"),
+                label=f"{precision}{_variant(how)}, {_short(labels[machine])}",
             )  # fmt: skip
         axis.set_title(f"{workload} ({matrix})", fontsize=10)
         axis.set_xlabel("batch size")
@@ -174,7 +181,8 @@ def _curves(records, ids, labels, has, values, ylabel, group_by_precision: bool)
             color = PRECISION_COLORS.get(record.precision, "gray") if group_by_precision else None
             axis.plot(values(record), color=color, linewidth=1, label=f"{record.precision} (seed {record.seed})")
         first = shown[0]
-        where = f"{first.workload} / batch {first.batch_size} ({first.matrix})"
+        shown_variant = _variant(variant(first.compile, first.channels_last))
+        where = f"{first.workload} / batch {first.batch_size}{shown_variant} ({first.matrix})"
         axis.set_title(f"{where}\n{_short(labels[ids[panel[0]]])}", fontsize=9)
         axis.set_xlabel("step")
         axis.set_ylabel(ylabel)

@@ -71,12 +71,13 @@ def _machines(report: Report) -> Section:
 def _machine_rows(report: Report, machine: str, label: str) -> Section:
     other = "tf32" if report.baseline == "fp32" else "fp32"
     headers = (
-        "matrix", "workload", "batch", "precision", "status", "throughput", "TFLOP/s (MFU)",
+        "matrix", "workload", "batch", "variant", "precision", "status", "throughput", "TFLOP/s (MFU)",
         f"speedup vs {report.baseline}", f"vs {other}", "memory vs fp32", "parity (delta / tolerance)",
     )  # fmt: skip
     notes: dict[str, int] = {}
     rows = [
-        [r.matrix, r.workload, str(r.batch_size), r.precision, _status(r, notes), _rate(r.throughput, r.unit),
+        [r.matrix, r.workload, str(r.batch_size), r.variant, r.precision, _status(r, notes),
+         _rate(r.throughput, r.unit),
          _tflops(r),
          _speedup(r.speedup, r.speedup_interval), _x(r.speedup_vs_tf32 if other == "tf32" else r.speedup_vs_fp32),
          _x(r.memory_ratio), _parity(r)]
@@ -99,9 +100,9 @@ def _across(report: Report, labels: dict[str, str]) -> Section:
     for found in cells.values():
         first = next(iter(found.values()))
         shown = [_across_cell(found.get(m), report.baseline) for m in machines]
-        rows.append([first.matrix, first.workload, str(first.batch_size), first.precision, *shown])
+        rows.append([first.matrix, first.workload, str(first.batch_size), first.variant, first.precision, *shown])
     intro = f"Speedup against {report.baseline} (and throughput) per machine; machines are never merged."
-    headers = ("matrix", "workload", "batch", "precision", *(labels[m] for m in machines))
+    headers = ("matrix", "workload", "batch", "variant", "precision", *(labels[m] for m in machines))
     return Section("Across machines", intro, headers, rows)
 
 

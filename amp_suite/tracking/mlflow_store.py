@@ -41,7 +41,7 @@ METRIC_FIELDS = (
     "throughput", "tflops", "mfu", "flops_per_step",
     "step_time_ms_p50", "step_time_ms_p90", "step_time_ms_mean", "step_time_ms_stdev",
     "peak_memory_mb", "peak_memory_reserved_mb", "final_loss", "val_metric", "val_loss",
-    "grad_underflow_fraction", "loss_scale", "skipped_steps", "loss_scale_drops", "duration_s",
+    "grad_underflow_fraction", "loss_scale", "skipped_steps", "loss_scale_drops", "duration_s", "warmup_s",
 )  # fmt: skip
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # not the GenAI view
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits

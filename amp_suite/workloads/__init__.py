@@ -18,9 +18,9 @@ WORKLOAD_MODULES = {
 }
 
 
-def build_workload(config: WorkloadConfig) -> Workload:
+def build_workload(config: WorkloadConfig, channels_last: bool = False) -> Workload:
     module = importlib.import_module(WORKLOAD_MODULES[config.workload])
-    return module.WORKLOAD(config)
+    return module.WORKLOAD(config, channels_last)
 
 
 __all__ = ["WORKLOAD_MODULES", "Workload", "build_workload"]

@@ -28,16 +28,21 @@ class LoadedData:
     source: str  # e.g. "sklearn:digits", "hub:cifar10"
     fingerprint: str  # of the dataset splits the tensors came from
 
-    def to(self, device: torch.device) -> LoadedData:
-        return LoadedData(self.train.to(device), self.validation.to(device), self.source, self.fingerprint)
+    def to(self, device: torch.device, memory_format: torch.memory_format = torch.preserve_format) -> LoadedData:
+        train, validation = self.train.to(device, memory_format), self.validation.to(device, memory_format)
+        return LoadedData(train, validation, self.source, self.fingerprint)
 
 
 class Workload(ABC):
     primary_metric = "val_accuracy"
     higher_is_better = True
-
-    def __init__(self, config) -> None:
+    def __init__(self, config, channels_last: bool = False) -> None:
+        if channels_last and not config.image_inputs:
+            raise ValueError(f"channels_last applies to image inputs; the {config.workload} workload has none")
         self.config = config
+        # Model and data are converted once (batches cut from the data keep its layout), so the
+        # timed steps copy nothing.
+        self.memory_format = torch.channels_last if channels_last else torch.preserve_format
 
     def load_data(self) -> LoadedData:
         """Training and validation tensors on the CPU, the same for every precision and seed."""
@@ -84,7 +89,7 @@ class Workload(ABC):
         return torch.optim.AdamW(model.parameters(), lr=self.config.lr)
 
     def to_device(self, model: nn.Module, device: torch.device) -> nn.Module:
-        return model.to(device)
+        return model.to(device, memory_format=self.memory_format)
 
 
 class Classifier(Workload):

@@ -30,13 +30,7 @@ class ResNetWorkload(Classifier):
     def build_model(self, train: TensorData) -> nn.Module:
         return tv_models.get_model(self.config.arch, weights=None, num_classes=self.config.num_classes)
 
-    def to_device(self, model: nn.Module, device: torch.device) -> nn.Module:
-        model = model.to(device)
-        return model.to(memory_format=torch.channels_last) if self.config.channels_last else model
-
     def logits(self, model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
-        if self.config.channels_last:
-            inputs = inputs.contiguous(memory_format=torch.channels_last)
         return model(inputs)
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
