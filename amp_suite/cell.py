@@ -19,6 +19,7 @@ from amp_suite.diagnostics.dtype_audit import audit_step
 from amp_suite.diagnostics.flops import count_step_flops
 from amp_suite.diagnostics.nonfinite import first_nonfinite_step, first_site, watch_nonfinite
 from amp_suite.diagnostics.underflow import grad_underflow_fraction
+from amp_suite.gpu_state import GpuState
 from amp_suite.hardware import probe
 from amp_suite.loop import Trainer
 from amp_suite.machine import Machine
@@ -122,7 +123,7 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
         torch.cuda.synchronize(device)  # warmup work must not spill into the measured region
     warmup_s = time.perf_counter() - warmup_clock
     timer = make_step_timer(device, spec.steps)
-    with PeakMemory(device) as memory:
+    with PeakMemory(device) as memory, GpuState(device) as gpu:
         measured = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
         times_ms, span_s = timer.read()  # synchronises once
     stats = step_stats(times_ms)
@@ -162,6 +163,7 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
         "val_samples": len(session.data.validation),
         "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
         "batch_order_hash": order_hash(batches.order.cpu()),
+        **gpu.fields(spec.batch_size * spec.steps),
         **policy.telemetry(),
         **check_finite(spec, device, policy, warmup, measured, progress),
     }

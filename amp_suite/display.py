@@ -101,11 +101,12 @@ def _summary_table(rows: Sequence[SummaryRow], title: str, memory_kind: str | No
     for row in rows:
         reference = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""
         noisy = "noisy" if row.noisy else ""  # the spread of its windows or of its speedup exceeds 10%
-        note = " ".join(part for part in (reference, noisy) if part)
+        throttled = "throttled" if row.throttled else ""  # NVML saw a power or thermal slowdown
+        note = " ".join(part for part in (reference, noisy, throttled) if part)
         tf32 = (_speedup(row.speedup_vs_tf32, row.speedup_vs_tf32_interval),) if with_tf32 else ()
         table.add_row(
             row.workload,
-            str(row.batch_size),
+            row.batch,
             row.variant,
             row.precision,
             f"[{STATUS_STYLE.get(row.status, 'white')}]{row.status}[/]",

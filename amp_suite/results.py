@@ -22,7 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from amp_suite.config import CellSpec, ParityConfig, Status
+from amp_suite.batch_search import BatchSearch
+from amp_suite.config import AUTO_BATCH, CellSpec, ParityConfig, Status
 from amp_suite.jsonl import append_line, read_objects
 from amp_suite.machine import Machine
 
@@ -46,7 +47,8 @@ class CellRecord(BaseModel):
     device_name: str | None = None
     machine: Machine | None = Field(None, description="device model, software stack and host; None if never probed")
     parity_rule: ParityConfig | None = Field(None, description="the matrix's rule this record's parity is judged by")
-    batch_size: int
+    batch_size: int | None = Field(description="the batch measured; with batch_sizes auto, the one found (None: none)")
+    batch_search: BatchSearch | None = Field(None, description="batch_sizes auto: the probes and what they found")
     steps: int
     warmup_steps: int
     seed: int
@@ -59,6 +61,16 @@ class CellRecord(BaseModel):
     peak_tflops: float | None = Field(None, description="the GPU's dense datasheet peak for this math mode")
     mfu: float | None = Field(None, description="tflops / peak_tflops; None where the peak is not known")
     warmup_s: float | None = Field(None, description="wall time of the warmup steps (torch.compile compiles in them)")
+    energy_j: float | None = Field(None, description="GPU energy over the timed steps (NVML counter delta)")
+    energy_j_per_sample: float | None = None
+    power_w: float | None = Field(None, description="average GPU power over the timed steps: energy / wall time")
+    sm_clock_mhz_start: int | None = Field(None, description="SM clock as the timed steps began (NVML)")
+    sm_clock_mhz_end: int | None = None
+    temperature_c_start: int | None = Field(None, description="GPU die temperature as the timed steps began")
+    temperature_c_end: int | None = None
+    throttle_reasons: list[str] | None = Field(None, description="slowdowns NVML reported during the timed steps")
+    throttled: bool | None = Field(None, description="the GPU ran below its clocks for power or heat while timed")
+    gpu_state_note: str | None = Field(None, description="which GPU readings were unavailable, and why")
     step_time_ms_p50: float | None = None
     step_time_ms_p90: float | None = None
     step_time_ms_mean: float | None = None
@@ -112,7 +124,7 @@ class CellRecord(BaseModel):
             status=status,
             reason=reason,
             device=spec.device,
-            batch_size=spec.batch_size,
+            batch_size=None if spec.batch_size == AUTO_BATCH else spec.batch_size,
             steps=spec.steps,
             warmup_steps=spec.warmup_steps,
             seed=spec.seed,

@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from amp_suite.config import CellSpec, Matrix
+from amp_suite import batch_search
+from amp_suite.batch_search import BatchSearch, search_batch
+from amp_suite.config import AUTO_BATCH, CellSpec, Matrix
 from amp_suite.invocations import Ending, InvocationStarted, new_id
 from amp_suite.jsonl import LineWriteError
 from amp_suite.outcome import Outcome, judge
@@ -20,7 +22,7 @@ from amp_suite.results import CellRecord, describe_error
 from amp_suite.rundir import RunDirectory
 from amp_suite.summary import SummaryRow, summarize
 from amp_suite.tracking import Tracker
-from amp_suite.worker import cell_context, run_isolated
+from amp_suite.worker import Context, cell_context, run_isolated
 from amp_suite.workloads import WORKLOAD_MODULES
 
 Reporter = Callable[[list[CellRecord]], Path]
@@ -56,6 +58,7 @@ class MatrixRunner:
         self.resume = resume
         self.environment = environment or {}
         self.reporter = reporter
+        self._searches: dict[str, BatchSearch] = {}  # batch_sizes auto: one search serves every seed
 
     def plan(self) -> tuple[list[CellSpec], list[CellRecord]]:
         """(cells to run, records reused from an earlier run of the same cells with --resume)."""
@@ -101,13 +104,43 @@ class MatrixRunner:
             record_id = new_id()
             self.display.start_cell(spec)
             run_id = self.tracker.start_cell(spec, record_id)
-            record = run_isolated(context, spec, self.directory.log_path(spec.cell_id), self.display.cell_progress)
+            record = self._measure(context, spec)
             record = self._complete(record, record_id, invocation_id, run_id)
             self.directory.results.append(record)  # the record of truth first, then the mirror
             self.tracker.finish_cell(record)
             self.display.finish_cell(record)
             done.append(record)
         return done
+
+    def _measure(self, context: Context, spec: CellSpec) -> CellRecord:
+        log = self.directory.log_path(spec.cell_id)
+        if spec.batch_size != AUTO_BATCH:
+            return run_isolated(context, spec, log, self.display.cell_progress)
+        unsupported = batch_search.unsupported_reason(spec.device)
+        if unsupported:
+            return CellRecord.for_spec(spec, "skipped", unsupported)
+        search = self._search(context, spec, log)
+        if search.found is None:
+            status, reason = ("failed", search.failure) if search.failure else ("oom", "not even batch 1 fits")
+            return CellRecord.for_spec(spec, status, reason, batch_search=search)
+        measured = spec.model_copy(update={"batch_size": search.found})
+        record = run_isolated(context, measured, log, self.display.cell_progress)
+        # The record keeps the cell's identity (batch "auto"), so --resume and the summary find it.
+        identity = {"cell_id": spec.cell_id, "config_hash": spec.config_hash, "config": spec.model_dump(mode="json")}
+        return record.model_copy(update={**identity, "batch_search": search})
+
+    def _search(self, context: Context, spec: CellSpec, log: Path) -> BatchSearch:
+        key = spec.model_copy(update={"seed": 0}).config_hash
+        if key not in self._searches:
+
+            def probe(trial: CellSpec) -> CellRecord:
+                def progress(phase: str, done: int, total: int) -> None:
+                    self.display.cell_progress(f"probe bs{trial.batch_size}: {phase}", done, total)
+
+                return run_isolated(context, trial, log, progress)
+
+            self._searches[key] = search_batch(spec, spec.workload.samples, probe)
+        return self._searches[key]
 
     def _report(self, records: list[CellRecord]) -> Path | None:
         """The report is a view of the records, which are safe already: failing to draw it warns."""

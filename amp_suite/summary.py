@@ -32,7 +32,7 @@ from functools import cache
 
 from pydantic import TypeAdapter, ValidationError
 
-from amp_suite.config import NOISY_SPREAD, ParityConfig, WorkloadConfig
+from amp_suite.config import AUTO_BATCH, NOISY_SPREAD, ParityConfig, WorkloadConfig
 from amp_suite.results import CellRecord
 
 BASELINE = "fp32"  # the accuracy reference and the default speed baseline
@@ -94,7 +94,7 @@ class SummaryRow:
     setup: str  # identifies the configuration shared by every precision of this comparison
     matrix: str
     workload: str
-    batch_size: int
+    batch_size: int | None  # with batch_sizes auto: the largest that fitted this precision (None: none did)
     precision: str
     compile: str  # torch.compile mode, "off" for eager
     channels_last: bool
@@ -113,7 +113,12 @@ class SummaryRow:
     speedup_vs_tf32: float | None  # throughput / tf32 throughput
     speedup_vs_tf32_interval: tuple[float, float] | None
     memory_ratio: float | None  # peak memory / fp32 peak memory
+    max_batch: bool = False  # batch_sizes auto: each precision ran at the largest batch it fitted
+    batch_vs_fp32: float | None = None  # max_batch: this precision's batch / fp32's (how much more AMP fits)
     noisy: bool = False  # a seed's throughput varied beyond NOISY_SPREAD, or the speedup's interval is that wide
+    throttled: bool = False  # the GPU slowed down for power or heat during a seed's timed steps (NVML)
+    energy_j_per_sample: float | None = None  # GPU energy per training sample, mean over seeds (NVML)
+    power_w: float | None = None  # average GPU power during the timed steps, mean over seeds
     val_metric_name: str | None = None
     val_metric: float | None = None  # mean over seeds that finished ok
     grad_underflow_fraction: float | None = None  # fp32 gradients below fp16's range, before training
@@ -127,10 +132,18 @@ class SummaryRow:
         return variant(self.compile, self.channels_last)
 
     @property
+    def batch(self) -> str:
+        """The batch size as tables show it: "256", or "max 512" where it was searched for."""
+        if not self.max_batch:
+            return str(self.batch_size)
+        return f"max {self.batch_size}" if self.batch_size is not None else "max -"
+
+    @property
     def where(self) -> str:
         """The comparison this row belongs to, in words: workload, batch size, variant and matrix."""
         shown = "" if self.variant == EAGER else f" {self.variant}"
-        return f"{self.workload}/bs{self.batch_size}{shown} ({self.matrix})"
+        batch = "max" if self.max_batch else self.batch_size
+        return f"{self.workload}/bs{batch}{shown} ({self.matrix})"
 
     def speedup_against(self, baseline: str) -> tuple[float | None, tuple[float, float] | None]:
         if baseline == "tf32":
@@ -190,12 +203,14 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
     base_rates = {name: _per_seed(base, "throughput", per_sample) for name, base in bases.items()}
     fp32 = bases[BASELINE]
     ok = [r for r in group if r.status == "ok"]
+    searched = group[0].config.get("batch_size") == AUTO_BATCH  # batch_sizes auto: each at its largest
+    fp32_batch = _mean(_per_seed(fp32, "batch_size").values())
     return SummaryRow(
         machine=machine,
         setup=setup,
         matrix=group[0].matrix,
         workload=group[0].workload,
-        batch_size=group[0].batch_size,
+        batch_size=next((r.batch_size for r in ok), group[0].batch_size),
         precision=precision,
         compile=group[0].compile,
         channels_last=group[0].channels_last,
@@ -214,7 +229,12 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         speedup_vs_tf32=paired_ratio(rates, base_rates["tf32"]),
         speedup_vs_tf32_interval=None if precision == "tf32" else ratio_interval(rates, base_rates["tf32"]),
         memory_ratio=_ratio(_mean(memory.values()), _mean(_per_seed(fp32, "peak_memory_mb").values())),
+        max_batch=searched,
+        batch_vs_fp32=_ratio(_mean(_per_seed(group, "batch_size").values()), fp32_batch) if searched else None,
         noisy=any(r.noisy for r in ok) or _wide(ratio_interval(rates, base_rates["fp32"])),
+        throttled=any(r.throttled for r in ok),
+        energy_j_per_sample=_mean(_per_seed(group, "energy_j_per_sample").values()),
+        power_w=_mean(_per_seed(group, "power_w").values()),
         val_metric_name=next((r.val_metric_name for r in group if r.val_metric_name), None),
         val_metric=_mean([r.val_metric for r in ok]),
         grad_underflow_fraction=_mean([r.grad_underflow_fraction for r in ok]),

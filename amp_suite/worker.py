@@ -29,14 +29,17 @@ PROGRESS_INTERVAL_S = 0.2  # at most five progress messages a second leave the c
 STOP_TIMEOUT_S = 5.0  # a terminated cell gets this long to exit cleanly before it is killed
 
 
-def cell_context(preload: Iterable[str]) -> multiprocessing.context.BaseContext:
+Context = multiprocessing.context.BaseContext
+
+
+def cell_context(preload: Iterable[str]) -> Context:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["amp_suite.cell", *preload])
     return context
 
 
 def run_isolated(
-    context: multiprocessing.context.BaseContext,
+    context: Context,
     spec: CellSpec,
     log_path: Path,
     on_progress: Callable[[str, int, int], None],

@@ -24,7 +24,10 @@ def tiny_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
     matrix = root / "tiny.yaml"
     matrix.write_text(yaml.safe_dump(tiny_matrix()))
-    done = amp_suite("run", "--matrix", str(matrix), "--out", str(root / "out"), "--device", "cpu", cwd=root)
+    # MLflow samples system metrics every 10 s; a tiny matrix ends sooner than that.
+    sampling = {"MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL": "1"}
+    out = str(root / "out")
+    done = amp_suite("run", "--matrix", str(matrix), "--out", out, "--device", "cpu", cwd=root, env=sampling)
     return root, matrix, done
 
 
@@ -167,13 +170,21 @@ def test_a_record_stands_alone_and_mlflow_is_built_for_review(tiny_run):
     assert parent.info.run_name.startswith(f"{record['device_name']} @ {host} · tiny · ")
     assert parent.data.tags["host"] == host and parent.data.tags["env.torch"] == record["machine"]["torch"]
     assert not any(key.startswith("speedup/") for key in parent.data.metrics)  # no chart per metric name
+    assert parent.data.metrics["system/cpu_utilization_percentage"] >= 0  # MLflow's system metrics, on the parent
+    assert "system/cpu_utilization_percentage" not in bf16_child(children).data.metrics
+    assert record["energy_j"] is None and record["throttled"] is None  # a CPU: no NVML readings, not zeros
     listed = {f.path for f in client.list_artifacts(parent.info.run_id, "report")}
     assert {"report/report.html", "report/report.md", "report/report.json"} <= listed
-    bf16 = next(c for c in children if c.data.params["precision"] == "bf16" and c.data.tags["status"] == "ok")
+    bf16 = bf16_child(children)
     assert (bf16.data.params["workload"], bf16.data.params["batch_size"]) == ("mlp", "8")
+    assert (bf16.data.params["compile"], bf16.data.params["channels_last"]) == ("off", "False")
     assert bf16.data.tags["parity"] == "indicative" and bf16.data.metrics["speedup"] > 0
     found = client.search_runs([experiment.experiment_id], "tags.parity = 'indicative'")
     assert {r.info.run_id for r in found} >= {bf16.info.run_id}
+
+
+def bf16_child(children):
+    return next(c for c in children if c.data.params["precision"] == "bf16" and c.data.tags["status"] == "ok")
 
 
 def test_a_moved_run_folder_still_lists_its_artifacts_in_the_ui(tiny_run, tmp_path):

@@ -360,3 +360,20 @@ main()
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "report.html").is_file() and "1 machine(s): A100-SXM4-80GB (cc 8.0)" in done.stdout
+
+
+def test_gpu_energy_and_throttling_reach_the_tables():
+    from amp_suite.report.render import sections
+
+    made = records(A100, MLP, {"fp32": three(1000.0), "bf16": three(1500.0)})
+    state = {"fp32": {"energy_j_per_sample": 0.02, "power_w": 310.0}, "bf16": {"energy_j_per_sample": 0.012,
+             "power_w": 280.0, "throttled": True, "throttle_reasons": ["sw_thermal_slowdown"]}}  # fmt: skip
+    made = [r.model_copy(update=state[r.precision]) for r in made]
+    report = build_report(made, [])
+    bf16 = next(row for row in report.rows if row.precision == "bf16")
+    assert bf16.throttled and bf16.energy_j_per_sample == pytest.approx(0.012) and bf16.power_w == pytest.approx(280)
+    (table,) = [s for s in sections(report) if s.title.startswith("Results on")]
+    energy = table.headers.index("energy / sample (power)")
+    shown = {row[4]: row for row in table.rows}  # by precision
+    assert shown["bf16"][energy] == "0.012 J (280 W)" and "throttled" in shown["bf16"][5]
+    assert "throttled" not in shown["fp32"][5]

@@ -60,6 +60,7 @@ def inspect(
     """Run one training step and show, per aten op, the dtypes autocast actually used."""
     import json
 
+    from amp_suite.batch_search import START as SMALL_BATCH
     from amp_suite.cell import audit_cell
     from amp_suite.config import PRECISIONS, CellSpec
     from amp_suite.display import print_audit
@@ -76,8 +77,9 @@ def inspect(
     except ConfigError as exc:
         raise fail(str(exc)) from None
     config = chosen.workloads[0]
+    batch = next(iter(config.fixed_batch_sizes), SMALL_BATCH)  # one step's dtypes do not depend on it
     spec = CellSpec(
-        matrix=chosen.name, workload=config, precision=precision, batch_size=config.batch_sizes[0], seed=chosen.seed,
+        matrix=chosen.name, workload=config, precision=precision, batch_size=batch, seed=chosen.seed,
         steps=1, warmup_steps=1, max_grad_norm=chosen.max_grad_norm, device=resolved, force=True,
     )  # fmt: skip
     audit = {"workload": config.name, "device": resolved, **audit_cell(spec)}

@@ -7,7 +7,7 @@ the schema accepts is one the suite can run: sizes are bounded, floats finite, n
 file names, and error messages never echo unbounded input.
 """
 
-from amp_suite.config.base import NOISY_SPREAD, PRECISIONS, ConfigError, Device, Precision, Status
+from amp_suite.config.base import AUTO_BATCH, NOISY_SPREAD, PRECISIONS, ConfigError, Device, Precision, Status
 from amp_suite.config.loading import describe_validation_error, load_matrix, read_matrix_text
 from amp_suite.config.matrix import CellSpec, Expectation, Matrix, ParityConfig
 from amp_suite.config.workloads import (
@@ -20,7 +20,8 @@ from amp_suite.config.workloads import (
 )
 
 __all__ = [
-    "NOISY_SPREAD", "PRECISIONS", "WORKLOADS", "CellSpec", "ConfigError", "DataConfig", "Device", "Expectation",
+    "AUTO_BATCH", "NOISY_SPREAD", "PRECISIONS", "WORKLOADS", "CellSpec", "ConfigError", "DataConfig", "Device",
+    "Expectation",
     "MLPConfig", "Matrix", "ParityConfig", "Precision", "ResNetConfig", "Status", "TransformerConfig", "WorkloadConfig",
     "describe_validation_error", "load_matrix", "read_matrix_text",
 ]  # fmt: skip

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator
+from pydantic_core import PydanticCustomError
 
 # The precision modes, written once (amp_suite.precision holds a policy for each). fp16-noscale
 # (autocast fp16 without GradScaler) is the negative control: it shows the parity check can fail
@@ -51,6 +52,26 @@ MAX_SEED = 2**32 - 1
 # A cell whose throughput varied more than this across windows of its timed steps ((max - min) /
 # median), or a speedup whose 95% interval is wider than this either side, is flagged "noisy".
 NOISY_SPREAD = 0.10
+
+
+# A batch size, or "auto": the largest batch that fits, searched per precision (amp_suite.batch_search).
+AUTO_BATCH = "auto"
+
+
+def _batch_size(value: object) -> int | str:
+    """One error per bad value, in pydantic's words (a plain union would report one per member)."""
+    if value == AUTO_BATCH:
+        return AUTO_BATCH
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PydanticCustomError("batch_size_type", "Input should be a whole number or 'auto'")
+    if value < 1:
+        raise PydanticCustomError("greater_than_equal", "Input should be greater than or equal to 1")
+    if value > MAX_BATCH:
+        raise PydanticCustomError("less_than_equal", "Input should be less than or equal to {le}", {"le": MAX_BATCH})
+    return value
+
+
+BatchSize = Annotated[int | Literal["auto"], PlainValidator(_batch_size)]
 
 
 def count(upper: int, lower: int = 1, **kwargs):

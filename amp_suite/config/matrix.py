@@ -8,11 +8,11 @@ from typing import Literal
 from pydantic import Field, PositiveFloat, model_validator
 
 from amp_suite.config.base import (
-    MAX_BATCH,
     MAX_SEED,
     MAX_STEPS,
     NAME_MAX,
     NAME_PATTERN,
+    BatchSize,
     CompileMode,
     ConfigError,
     Device,
@@ -58,7 +58,7 @@ class CellSpec(FrozenModel):
     matrix: str
     workload: WorkloadConfig
     precision: Precision
-    batch_size: int = count(MAX_BATCH)
+    batch_size: BatchSize
     seed: int = count(MAX_SEED, lower=0)
     steps: int = count(MAX_STEPS)
     warmup_steps: int = count(MAX_STEPS)

@@ -7,12 +7,13 @@ from typing import Annotated, ClassVar, Literal, Union
 from pydantic import BeforeValidator, Field, PositiveFloat, model_validator
 
 from amp_suite.config.base import (
-    MAX_BATCH,
+    AUTO_BATCH,
     MAX_DATA_BYTES,
     MAX_PARAMETERS,
     MAX_SAMPLES,
     NAME_MAX,
     NAME_PATTERN,
+    BatchSize,
     CompileMode,
     FrozenModel,
     Precision,
@@ -52,7 +53,9 @@ class _WorkloadBase(FrozenModel):
     image_inputs: ClassVar[bool] = False  # 4-D inputs through convolutions: the channels_last axis applies
 
     label: str | None = Field(None, pattern=NAME_PATTERN, max_length=NAME_MAX)
-    batch_sizes: list[Annotated[int, count(MAX_BATCH)]] = Field(min_length=1, max_length=32)
+    batch_sizes: list[BatchSize] = Field(
+        min_length=1, max_length=32, description="sizes, and/or auto: the largest that fits, per precision"
+    )
     samples: int = count(MAX_SAMPLES, default=1024, description="training samples: generated, or a cap on real data")
     lr: PositiveFloat = 1e-3
     force: list[Precision] = Field(
@@ -61,6 +64,10 @@ class _WorkloadBase(FrozenModel):
     # The matrix's axes, for this workload only (None: the matrix's lists).
     compile: Annotated[list[CompileMode] | None, BeforeValidator(_as_list)] = Field(None, min_length=1)
     channels_last: Annotated[list[bool] | None, BeforeValidator(_as_list)] = Field(None, min_length=1)
+
+    @property
+    def fixed_batch_sizes(self) -> list[int]:
+        return [size for size in self.batch_sizes if size != AUTO_BATCH]
 
     @property
     def name(self) -> str:
@@ -80,10 +87,9 @@ class _WorkloadBase(FrozenModel):
 
     @model_validator(mode="after")
     def _enough_samples(self):
-        if max(self.batch_sizes) > self.samples:
-            raise ValueError(
-                f"samples ({self.samples}) must be at least the largest batch size ({max(self.batch_sizes)})"
-            )
+        sizes = self.fixed_batch_sizes
+        if sizes and max(sizes) > self.samples:
+            raise ValueError(f"samples ({self.samples}) must be at least the largest batch size ({max(sizes)})")
         for axis in ("batch_sizes", "compile", "channels_last"):
             values = getattr(self, axis) or []
             if len(set(values)) != len(values):

@@ -41,7 +41,10 @@ class Row(BaseModel):
     matrix: str
     setup: str  # the configuration compared across precisions (and machines): all but seed and precision
     workload: str
-    batch_size: int
+    batch_size: int | None  # with batch_sizes auto: the largest this precision fitted (null: none)
+    batch: str  # as tables show it: "256", or "max 512" where it was searched for
+    max_batch: bool  # batch_sizes auto
+    batch_vs_fp32: float | None  # max_batch: this precision's batch / fp32's
     precision: str
     compile: str  # torch.compile mode; "off" is eager
     channels_last: bool
@@ -62,6 +65,9 @@ class Row(BaseModel):
     peak_memory_mb: float | None
     memory_ratio: float | None  # peak memory / fp32's
     noisy: bool  # a seed's throughput varied > 10% across windows, or the speedup's interval is that wide
+    throttled: bool  # NVML saw the GPU slow down for power or heat during a seed's timed steps
+    energy_j_per_sample: float | None  # GPU energy per training sample (NVML); null on a CPU
+    power_w: float | None  # average GPU power during the timed steps
     val_metric_name: str | None
     val_metric: float | None
     parity: str | None  # pass, fail or indicative (against fp32); null for fp32 and where a side is missing
@@ -139,7 +145,7 @@ def _row(row: SummaryRow, machine_id: str, baseline: str) -> Row:
     own = ("machine", "speedup", "speedup_interval", "parity")  # what the report restates
     shared = {key: value for key, value in row.as_dict().items() if key in Row.model_fields and key not in own}
     return Row(
-        **shared, machine=machine_id, variant=row.variant, speedup=speedup, speedup_interval=interval,
+        **shared, machine=machine_id, variant=row.variant, batch=row.batch, speedup=speedup, speedup_interval=interval,
         speedup_vs_fp32=row.speedup, parity=p.verdict if p else None, parity_delta=p and p.delta,
         parity_tolerance=p and p.tolerance,
     )  # fmt: skip

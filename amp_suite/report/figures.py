@@ -78,7 +78,8 @@ def _panels(count: int, width: float = 4.2, height: float = 3.2):
 def _by_workload(rows: Sequence[Row]) -> dict[str, list[Row]]:
     groups: dict[str, list[Row]] = {}
     for row in rows:
-        where = f"{row.workload} / batch {row.batch_size}{_variant(row.variant)} ({row.matrix})"
+        batch = "max" if row.max_batch else row.batch_size  # a search's rows share one panel
+        where = f"{row.workload} / batch {batch}{_variant(row.variant)} ({row.matrix})"
         groups.setdefault(where, []).append(row)
     return dict(list(groups.items())[:MAX_PANELS])
 
@@ -182,7 +183,8 @@ def _curves(records, ids, labels, has, values, ylabel, group_by_precision: bool)
             axis.plot(values(record), color=color, linewidth=1, label=f"{record.precision} (seed {record.seed})")
         first = shown[0]
         shown_variant = _variant(variant(first.compile, first.channels_last))
-        where = f"{first.workload} / batch {first.batch_size}{shown_variant} ({first.matrix})"
+        batch = first.config.get("batch_size", first.batch_size)  # "auto" where searched
+        where = f"{first.workload} / batch {batch}{shown_variant} ({first.matrix})"
         axis.set_title(f"{where}\n{_short(labels[ids[panel[0]]])}", fontsize=9)
         axis.set_xlabel("step")
         axis.set_ylabel(ylabel)

@@ -159,7 +159,9 @@ def _throughput(machine: str, precision: str, wanted: dict[str, Any], rows: list
     for row in rows:
         if row.machine != machine or row.precision != precision or row.throughput is None:
             continue
-        if row.batch_size == wanted.get("batch_size") and _same_config(configs.get((machine, row.setup)), wanted):
+        if row.max_batch or row.batch_size != wanted.get("batch_size"):
+            continue
+        if _same_config(configs.get((machine, row.setup)), wanted):
             return row.throughput
     return None
 

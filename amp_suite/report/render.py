@@ -50,6 +50,8 @@ def sections(report: Report) -> list[Section]:
     found += [_machine_rows(report, m.id, m.label) for m in report.machines]
     if len(report.machines) > 1:
         found.append(_across(report, labels))
+    if any(row.max_batch for row in report.rows):
+        found.append(_largest_batches(report, labels))
     found.append(_references(report, labels))
     found.append(_claims(report, labels))
     return found
@@ -74,14 +76,17 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
         "matrix", "workload", "batch", "variant", "precision", "status", "throughput", "TFLOP/s (MFU)",
         f"speedup vs {report.baseline}", f"vs {other}", "memory vs fp32", "parity (delta / tolerance)",
     )  # fmt: skip
+    mine = [r for r in report.rows if r.machine == machine]
+    energy = any(r.energy_j_per_sample is not None for r in mine)  # GPUs with NVML's energy counter
+    headers += ("energy / sample (power)",) if energy else ()
     notes: dict[str, int] = {}
     rows = [
-        [r.matrix, r.workload, str(r.batch_size), r.variant, r.precision, _status(r, notes),
+        [r.matrix, r.workload, r.batch, r.variant, r.precision, _status(r, notes),
          _rate(r.throughput, r.unit),
          _tflops(r),
          _speedup(r.speedup, r.speedup_interval), _x(r.speedup_vs_tf32 if other == "tf32" else r.speedup_vs_fp32),
-         _x(r.memory_ratio), _parity(r)]
-        for r in report.rows if r.machine == machine
+         _x(r.memory_ratio), _parity(r), *([_energy(r)] if energy else [])]
+        for r in mine
     ]  # fmt: skip
     intro = (
         "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) needs two or"
@@ -100,10 +105,24 @@ def _across(report: Report, labels: dict[str, str]) -> Section:
     for found in cells.values():
         first = next(iter(found.values()))
         shown = [_across_cell(found.get(m), report.baseline) for m in machines]
-        rows.append([first.matrix, first.workload, str(first.batch_size), first.variant, first.precision, *shown])
+        rows.append([first.matrix, first.workload, first.batch, first.variant, first.precision, *shown])
     intro = f"Speedup against {report.baseline} (and throughput) per machine; machines are never merged."
     headers = ("matrix", "workload", "batch", "variant", "precision", *(labels[m] for m in machines))
     return Section("Across machines", intro, headers, rows)
+
+
+def _largest_batches(report: Report, labels: dict[str, str]) -> Section:
+    rows = [
+        [labels[r.machine], r.matrix, r.workload, r.variant, r.precision, r.batch, _x(r.batch_vs_fp32),
+         _rate(r.throughput, r.unit)]
+        for r in report.rows if r.max_batch
+    ]  # fmt: skip
+    intro = (
+        "With batch_sizes auto, each precision ran at the largest batch that fitted in device memory (probed in"
+        " fresh processes, to within 1/16); 'vs fp32' is how much larger a batch it fits than fp32."
+    )
+    headers = ("machine", "matrix", "workload", "variant", "precision", "largest batch", "vs fp32", "throughput")
+    return Section("Largest batch that fits", intro, headers, rows)
 
 
 def _across_cell(row: Row | None, baseline: str) -> str:
@@ -145,10 +164,17 @@ def _claims(report: Report, labels: dict[str, str]) -> Section:
 def _status(row: Row, notes: dict[str, int]) -> str:
     """The status, with its reason as a numbered note (a skip reason repeats on many rows), and
     whether its throughput was noisy."""
-    status = row.status + (", noisy" if row.noisy else "")
+    status = row.status + (", noisy" if row.noisy else "") + (", throttled" if row.throttled else "")
     if not row.reason:
         return status
     return f"{status} [{notes.setdefault(row.reason, len(notes) + 1)}]"
+
+
+def _energy(row: Row) -> str:
+    if row.energy_j_per_sample is None:
+        return "-"
+    power = f" ({row.power_w:,.0f} W)" if row.power_w is not None else ""
+    return f"{row.energy_j_per_sample:.3g} J{power}"
 
 
 def _rate(value: float | None, unit: str) -> str:

@@ -42,6 +42,8 @@ METRIC_FIELDS = (
     "step_time_ms_p50", "step_time_ms_p90", "step_time_ms_mean", "step_time_ms_stdev",
     "peak_memory_mb", "peak_memory_reserved_mb", "final_loss", "val_metric", "val_loss",
     "grad_underflow_fraction", "loss_scale", "skipped_steps", "loss_scale_drops", "duration_s", "warmup_s",
+    "energy_j", "energy_j_per_sample", "power_w", "sm_clock_mhz_start", "sm_clock_mhz_end",
+    "temperature_c_start", "temperature_c_end",
 )  # fmt: skip
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # not the GenAI view
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits
@@ -165,7 +167,8 @@ class MlflowStore:
                 continue
             metrics = [("speedup", row.speedup, 0), ("speedup_vs_tf32", row.speedup_vs_tf32, 0),
                        ("memory_ratio", row.memory_ratio, 0)]  # fmt: skip
-            tags = {"speedup": "-" if row.speedup is None else f"{row.speedup:.2f}x", "noisy": row.noisy}
+            tags = {"speedup": "-" if row.speedup is None else f"{row.speedup:.2f}x", "noisy": row.noisy,
+                    "throttled": row.throttled}  # fmt: skip
             if row.parity is not None:
                 metrics.append(("parity_delta", row.parity.delta, 0))
                 tags["parity"] = row.parity.verdict

@@ -11,6 +11,7 @@ from amp_suite.outcome import Outcome
 from amp_suite.results import CellRecord
 from amp_suite.summary import SummaryRow
 from amp_suite.tracking.mlflow_store import RUN_STATUS, MlflowStore
+from amp_suite.tracking.system_metrics import SystemMetrics
 
 
 class MlflowTracker:
@@ -21,11 +22,13 @@ class MlflowTracker:
         self.parent_id: str | None = None
         self.open_cell: str | None = None
         self.logged: list[CellRecord] = []  # this invocation's records, for their verdicts at the end
+        self.system: SystemMetrics | None = None
 
     def start(self, invocation: InvocationStarted, matrix: Matrix) -> None:
         self.invocation = invocation
         self.experiment_id = self.store.experiment_id(invocation.experiment)
         self.parent_id = self.store.create_invocation_run(self.experiment_id, invocation)
+        self.system = SystemMetrics(self.parent_id, self.store.uri)
 
     def close_orphans(self, invocations: Sequence[Invocation]) -> None:
         for invocation in invocations:
@@ -55,6 +58,7 @@ class MlflowTracker:
 
     def finish(self, summary: Sequence[SummaryRow], outcome: Outcome, report: Path | None) -> None:
         assert self.invocation is not None and self.parent_id is not None, "start() first"
+        self._stop_system_metrics()
         self.store.log_summary(self.parent_id, summary)
         runs = [(record, record.mlflow_run_id) for record in self.logged if record.mlflow_run_id]
         self.store.log_verdicts(summary, runs, self.invocation.at)
@@ -63,8 +67,14 @@ class MlflowTracker:
         self.store.complete(self.parent_id, "FINISHED", {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
 
     def abort(self, ending: str, why: str) -> None:
+        self._stop_system_metrics()
         if self.open_cell is not None:
             self.store.close(self.open_cell, "KILLED", why)
         if self.parent_id is not None:
             self.store.close(self.parent_id, "KILLED", why, {"outcome": ending})
         self.open_cell = None
+
+    def _stop_system_metrics(self) -> None:
+        if self.system is not None:
+            self.system.stop()
+            self.system = None

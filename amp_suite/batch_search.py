@@ -1,0 +1,91 @@
+"""`batch_sizes: [auto]`: the largest batch that fits, found per precision by probing.
+
+Each probe is a short run of the cell itself (diagnostics, warmup, a timed step, evaluation) in a
+fresh process, so "fits" means the cell as measured fits, and one probe's allocator state can't
+help or hurt the next. The search doubles from a small batch until one does not fit (status
+`oom`) or the workload's `samples` caps it, then bisects between the last fit and the first
+failure until they are within 1/16 of each other. The cell is then measured at the batch found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel
+
+from amp_suite.config import CellSpec
+
+if TYPE_CHECKING:  # results imports this module for BatchSearch
+    from amp_suite.results import CellRecord
+
+START = 8  # the first probe; halved down to 1 if even this does not fit
+PRECISION = 16  # stop bisecting when the gap is under 1/16 of the batch that fits
+PROBE_STEPS, PROBE_WARMUP = 2, 1
+
+Probe = Callable[[CellSpec], "CellRecord"]  # runs a cell in a fresh process
+
+
+class BatchSearch(BaseModel):
+    """What the search tried and found; kept in the record of the cell measured at `found`."""
+
+    found: int | None  # the largest batch that fitted; None if not even batch 1 did
+    limited_by: Literal["memory", "samples"] | None  # what stopped the growth; None if nothing fitted
+    probes: list[tuple[int, str]]  # (batch, the probe's status) in the order they ran
+    failure: str | None = None  # a probe that failed for another reason than memory ends the search
+
+
+def unsupported_reason(device: str) -> str | None:
+    """Why the search can't run on this device, or None."""
+    if device == "cuda":
+        return None
+    return (
+        "batch_sizes auto needs a device that reports running out of memory (CUDA); on a CPU the kernel's"
+        " OOM killer would end the probe, or another process"
+    )
+
+
+def search_batch(spec: CellSpec, limit: int, probe: Probe) -> BatchSearch:
+    """The largest batch up to `limit` (the workload's samples) at which `spec` runs."""
+    probes = _Probes(spec, probe)
+    batch = min(START, limit)
+    while (answer := probes.fits(batch)) is False and batch > 1:  # even the start is too big: halve
+        batch //= 2
+    if not answer:
+        return probes.result(None, None)
+    good, bad = batch, None
+    while bad is None and good < limit:
+        trial = min(good * 2, limit)
+        answer = probes.fits(trial)
+        if answer is None:
+            return probes.result(good, None)
+        good, bad = (trial, None) if answer else (good, trial)
+    while bad is not None and bad - good > max(1, good // PRECISION):
+        middle = (good + bad) // 2
+        answer = probes.fits(middle)
+        if answer is None:
+            break
+        good, bad = (middle, bad) if answer else (good, middle)
+    return probes.result(good, "memory" if bad is not None else "samples")
+
+
+class _Probes:
+    def __init__(self, spec: CellSpec, probe: Probe) -> None:
+        self.spec, self.probe = spec, probe
+        self.tried: list[tuple[int, str]] = []
+        self.failure: str | None = None
+
+    def fits(self, batch: int) -> bool | None:
+        """True, False (out of memory), or None when the probe failed for another reason."""
+        short = {"batch_size": batch, "steps": PROBE_STEPS, "warmup_steps": PROBE_WARMUP}
+        record = self.probe(self.spec.model_copy(update=short))
+        self.tried.append((batch, record.status))
+        if record.status in ("ok", "diverged"):  # diverged: it ran, so it fitted
+            return True
+        if record.status == "oom":
+            return False
+        self.failure = f"probe at batch {batch}: {record.status}: {record.reason or 'no reason recorded'}"
+        return None
+
+    def result(self, found: int | None, limited_by: Literal["memory", "samples"] | None) -> BatchSearch:
+        return BatchSearch(found=found, limited_by=limited_by, probes=self.tried, failure=self.failure)

@@ -1,0 +1,125 @@
+"""NVML readings around the timed steps, against a stand-in NVML (no GPU here; gpu-check.sh runs
+the real one)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from amp_suite import gpu_state
+from amp_suite.gpu_state import FIELDS, GpuState
+
+CUDA = torch.device("cuda", 0)
+SW_THERMAL, GPU_IDLE = 0x20, 0x1
+
+
+class FakeNvml:
+    """What NVML would say; the test changes `state` between the start and the end reading."""
+
+    def __init__(self, **state) -> None:
+        self.state = {"energy_mj": 1_000, "sm_clock": 1980, "temp": 40, "reasons": 0, "power_ns": 0, "thermal_ns": 0}
+        self.state.update(state)
+        self.unsupported: set[str] = set()
+        self.asked_for: str | None = None
+        self.init_error: Exception | None = None
+
+    def _get(self, key):
+        if key in self.unsupported:
+            raise RuntimeError("NVMLError_NotSupported")
+        return self.state[key]
+
+    def nvmlInit(self):
+        if self.init_error:
+            raise self.init_error
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        self.asked_for = uuid
+        return "handle"
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        return self._get("energy_mj")
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):
+        assert clock == 1  # NVML_CLOCK_SM
+        return self._get("sm_clock")
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        return self._get("temp")
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self._get("reasons")
+
+    def nvmlDeviceGetViolationStatus(self, handle, policy):
+        return SimpleNamespace(violationTime=self._get({0: "power_ns", 1: "thermal_ns"}[policy]))
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """perf_counter under the test's control, so the timed region lasts what the test says."""
+    now = [100.0]
+    monkeypatch.setattr(gpu_state.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(gpu_state, "nvml_uuid", lambda device: "GPU-1234")
+    return now
+
+
+def timed(nvml: FakeNvml, clock: list[float], seconds: float, **end_state) -> dict:
+    with GpuState(CUDA, nvml) as state:
+        clock[0] += seconds
+        nvml.state.update(end_state)
+    return state.fields(samples=1000)
+
+
+def test_energy_power_clocks_and_temperature_over_the_timed_steps(clock):
+    nvml = FakeNvml()
+    fields = timed(nvml, clock, 2.0, energy_mj=601_000, sm_clock=1755, temp=67)
+    assert nvml.asked_for == "GPU-1234"  # by UUID: torch's index is not NVML's under CUDA_VISIBLE_DEVICES
+    assert fields["energy_j"] == pytest.approx(600.0) and fields["energy_j_per_sample"] == pytest.approx(0.6)
+    assert fields["power_w"] == pytest.approx(300.0)
+    assert (fields["sm_clock_mhz_start"], fields["sm_clock_mhz_end"]) == (1980, 1755)
+    assert (fields["temperature_c_start"], fields["temperature_c_end"]) == (40, 67)
+    assert fields["throttled"] is False and fields["throttle_reasons"] == [] and fields["gpu_state_note"] is None
+
+
+def test_a_slowdown_at_either_end_or_in_between_marks_the_cell_throttled(clock):
+    at_end = timed(FakeNvml(reasons=GPU_IDLE), clock, 2.0, reasons=SW_THERMAL)
+    assert at_end["throttled"] is True and at_end["throttle_reasons"] == ["sw_thermal_slowdown"]
+    # Came and went between the readings: only the cumulative violation counter shows it.
+    between = timed(FakeNvml(power_ns=5_000), clock, 2.0, power_ns=905_000)
+    assert between["throttled"] is True and between["throttle_reasons"] == ["power_cap_violation"]
+    idle = timed(FakeNvml(reasons=GPU_IDLE), clock, 2.0)  # idle is a state, not a slowdown
+    assert idle["throttled"] is False
+
+
+def test_a_reading_nvml_does_not_support_is_null_and_named_the_rest_stand(clock):
+    nvml = FakeNvml()
+    nvml.unsupported = {"energy_mj"}  # e.g. a GPU older than Volta
+    fields = timed(nvml, clock, 2.0)
+    assert fields["energy_j"] is None and fields["power_w"] is None
+    assert fields["sm_clock_mhz_end"] == 1980 and fields["throttled"] is False
+    assert fields["gpu_state_note"] == "NVML did not report: energy"
+
+
+def test_a_timed_region_too_short_for_the_energy_counter_gives_no_energy(clock):
+    fields = timed(FakeNvml(), clock, 0.2, energy_mj=1_050)
+    assert fields["energy_j"] is None and "too short" in fields["gpu_state_note"]
+
+
+def test_without_nvml_every_gpu_field_is_null_and_the_note_says_why(clock):
+    nvml = FakeNvml()
+    nvml.init_error = OSError("libnvidia-ml.so.1: cannot open shared object file")
+    fields = timed(nvml, clock, 2.0)
+    assert all(fields[name] is None for name in FIELDS if name != "gpu_state_note")
+    assert fields["gpu_state_note"].startswith("NVML unavailable: OSError: libnvidia-ml.so.1")
+
+
+def test_on_a_cpu_nothing_is_read_and_every_field_is_null():
+    nvml = FakeNvml()
+    nvml.init_error = AssertionError("NVML must not be touched for a CPU cell")
+    with GpuState(torch.device("cpu"), nvml) as state:
+        pass
+    assert state.fields(samples=10) == dict.fromkeys(FIELDS)
