@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
+from amp_suite.config.base import PRECISION_MATH
+
 PEAKS_FILE = Path(__file__).resolve().parent / "references" / "peaks" / "gpu-peaks.yaml"
-# The datasheet column each precision mode runs its matmuls at.
-MATH_MODE = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "fp16-noscale": "fp16", "bf16": "bf16"}
 
 
 @functools.cache
@@ -25,7 +25,7 @@ def _table() -> tuple[tuple[str, dict[str, float | None]], ...]:
 def peak_tflops(device_name: str, precision: str) -> float | None:
     """The dense peak for this GPU and precision, or None where the table has none."""
     name = device_name.casefold()
-    mode = MATH_MODE.get(precision)
+    mode = PRECISION_MATH.get(precision)
     for match, peaks in _table():
         if match in name:
             value = peaks.get(mode) if mode else None

@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import torch
 
+from amp_suite.config import PRECISIONS
 from amp_suite.hardware import DeviceCaps
 
 # Every backend switch that can make "float32" mean TF32 (or bf16 on CPUs with AMX), set through
@@ -191,6 +192,8 @@ class FP16NoScale(Autocast):
 POLICIES: dict[str, type[PrecisionPolicy]] = {
     policy.name: policy for policy in (PrecisionPolicy, TF32, FP16, BF16, FP16NoScale)
 }
+if set(POLICIES) != set(PRECISIONS):  # a mode the config accepts must have a policy, and only those
+    raise ImportError(f"precision policies {sorted(POLICIES)} do not match config.PRECISIONS {sorted(PRECISIONS)}")
 
 
 def make_policy(name: str, device_type: str) -> PrecisionPolicy:

@@ -23,7 +23,6 @@ from amp_suite.rundir import RunDirectory
 from amp_suite.summary import SummaryRow, summarize
 from amp_suite.tracking import Tracker
 from amp_suite.worker import Context, cell_context, run_isolated
-from amp_suite.workloads import WORKLOAD_MODULES
 
 Reporter = Callable[[list[CellRecord]], Path]
 
@@ -98,7 +97,7 @@ class MatrixRunner:
         return records, summary, outcome
 
     def _run_cells(self, todo: list[CellSpec], invocation_id: str) -> list[CellRecord]:
-        context = cell_context(sorted({WORKLOAD_MODULES[spec.workload.workload] for spec in todo}))
+        context = cell_context(sorted({spec.workload.module for spec in todo}))
         done = []
         for spec in todo:
             record_id = new_id()

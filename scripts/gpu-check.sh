@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One prepared command for a GPU machine: the GPU-only tests, then a short but complete matrix
-# (every workload x every precision, experiments/gpu-check.yaml), everything written to OUT_DIR.
+# One prepared command for a GPU machine: the GPU-only tests (NVML energy, clocks and throttling,
+# MFU, the largest-batch search against real CUDA out-of-memory errors), then a short but complete
+# matrix (every workload x every precision, eager and compiled: experiments/gpu-check.yaml),
+# everything written to OUT_DIR.
 #
 #   scripts/gpu-check.sh OUT_DIR
 #
@@ -19,7 +21,7 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 COLUMNS=160
     | tee -a "$out/nvidia-smi.txt"
 
 status=0
-"$python" -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$out/gpu-tests.txt" || status=1
+"$python" -m pytest -m gpu -q -s -p no:cacheprovider tests 2>&1 | tee "$out/gpu-tests.txt" || status=1
 
 started=$(date +%s)
 "$python" -m amp_suite run --matrix experiments/gpu-check.yaml --out "$out" --device cuda 2>&1 | tee "$out/summary.txt" || status=1

@@ -212,3 +212,19 @@ def test_selecting_drops_expectations_on_what_is_not_run():
     )
     kept = matrix.select(None, ["fp32", "bf16"])
     assert [e.precision for e in kept.expect] == ["bf16"]
+
+
+def test_each_axis_has_one_registry_that_the_rest_derive_from():
+    """Adding a workload is one config class listed in WORKLOAD_CONFIGS plus its module; adding a
+    precision is one entry in PRECISION_MATH plus its policy (checked when amp_suite.precision loads)."""
+    import importlib
+
+    from amp_suite.config.base import PRECISION_MATH, PRECISIONS
+    from amp_suite.config.workloads import WORKLOAD_CONFIGS, WORKLOADS
+    from amp_suite.precision import POLICIES
+
+    assert WORKLOADS == tuple(config.model_fields["workload"].annotation.__args__[0] for config in WORKLOAD_CONFIGS)
+    for config in WORKLOAD_CONFIGS:
+        assert importlib.import_module(config.module).WORKLOAD  # the module it names trains it
+        assert config.data_sources and config.throughput_unit
+    assert set(POLICIES) == set(PRECISIONS) == set(PRECISION_MATH)

@@ -17,7 +17,7 @@ from amp_suite.cli.common import (
     resolve_matrix,
     say,
 )
-from amp_suite.config import ConfigError, load_matrix
+from amp_suite.config import PRECISIONS, ConfigError, load_matrix
 
 
 @app.command()
@@ -52,7 +52,7 @@ def doctor(
 @app.command()
 def inspect(
     workload: Annotated[str, typer.Option(help="Workload name in the matrix (resnet, transformer, mlp).")],
-    precision: Annotated[str, typer.Option(help="Precision mode: fp32, tf32, fp16, bf16 or fp16-noscale.")],
+    precision: Annotated[str, typer.Option(help=f"Precision mode: {', '.join(PRECISIONS)}.")],
     matrix: MatrixOption = None,
     device: Annotated[DeviceChoice, typer.Option(help="Where to run the step.")] = DeviceChoice.auto,
     json_output: Annotated[bool, typer.Option("--json", help="Print the audit as JSON.")] = False,
@@ -62,7 +62,7 @@ def inspect(
 
     from amp_suite.batch_search import START as SMALL_BATCH
     from amp_suite.cell import audit_cell
-    from amp_suite.config import PRECISIONS, CellSpec
+    from amp_suite.config import CellSpec
     from amp_suite.display import print_audit
 
     try:

@@ -7,10 +7,12 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator
 from pydantic_core import PydanticCustomError
 
-# The precision modes, written once (amp_suite.precision holds a policy for each). fp16-noscale
-# (autocast fp16 without GradScaler) is the negative control: it shows the parity check can fail
-# when small gradients flush to zero.
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp16-noscale")
+# The precision modes, written once: each with the datasheet column its matmuls run at (for MFU).
+# amp_suite.precision holds a policy for each, and checks that it does. fp16-noscale (autocast
+# fp16 without GradScaler) is the negative control: it shows the parity check can fail when small
+# gradients flush to zero.
+PRECISION_MATH = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16", "fp16-noscale": "fp16"}
+PRECISIONS = tuple(PRECISION_MATH)
 Precision = Literal[PRECISIONS]  # type: ignore[valid-type]  # Literal unpacks the tuple
 
 # torch.compile as a matrix axis: "off" runs eager; the others are torch.compile's modes

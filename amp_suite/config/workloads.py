@@ -1,4 +1,9 @@
-"""Workload configs: what each reference workload can be sized to, and where its data may come from."""
+"""Workload configs: what each reference workload can be sized to, and where its data may come from.
+
+The registry of workloads is WORKLOAD_CONFIGS: each config class names the module that trains it
+(imported on first use), its data sources and its throughput unit, so adding a workload is one
+class here, listed there, plus its module. This module stays torch-free: reports read configs.
+"""
 
 from __future__ import annotations
 
@@ -49,6 +54,8 @@ class DataConfig(FrozenModel):
 
 
 class _WorkloadBase(FrozenModel):
+    module: ClassVar[str]  # the amp_suite.workloads module that builds and trains it (its WORKLOAD)
+    data_sources: ClassVar[tuple[DataSource, ...]]  # where its data may come from
     throughput_unit: ClassVar[str] = "samples/s"  # the unit people quote this kind of model in
     image_inputs: ClassVar[bool] = False  # 4-D inputs through convolutions: the channels_last axis applies
 
@@ -104,6 +111,13 @@ class _WorkloadBase(FrozenModel):
         return self.channels_last or (matrix_layouts if self.image_inputs else [False])
 
     @model_validator(mode="after")
+    def _known_source(self):
+        if self.data.source not in self.data_sources:  # type: ignore[attr-defined]
+            source, workload = self.data.source, self.workload  # type: ignore[attr-defined]
+            raise ValueError(f"data.source {source!r} is not available for {workload}; choose from {self.data_sources}")
+        return self
+
+    @model_validator(mode="after")
     def _fits_in_memory(self):
         data_bytes = (self.samples + self.data.val_samples) * self.sample_bytes()  # type: ignore[attr-defined]
         if data_bytes > MAX_DATA_BYTES:
@@ -119,6 +133,8 @@ class _WorkloadBase(FrozenModel):
 
 
 class ResNetConfig(_WorkloadBase):
+    module: ClassVar[str] = "amp_suite.workloads.resnet"
+    data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits", "hub", "imagefolder")
     throughput_unit: ClassVar[str] = "images/s"
     image_inputs: ClassVar[bool] = True
 
@@ -137,12 +153,10 @@ class ResNetConfig(_WorkloadBase):
         features = 512 if self.arch in ("resnet18", "resnet34") else 2048
         return 60_000_000 + features * self.num_classes
 
-    @model_validator(mode="after")
-    def _image_source(self):
-        return _check_source(self, ("synthetic", "digits", "hub", "imagefolder"))
-
 
 class TransformerConfig(_WorkloadBase):
+    module: ClassVar[str] = "amp_suite.workloads.transformer"
+    data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "hub", "text")
     throughput_unit: ClassVar[str] = "tokens/s"
 
     workload: Literal["transformer"]
@@ -168,10 +182,13 @@ class TransformerConfig(_WorkloadBase):
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         if self.data.source in ("hub", "text") and self.vocab_size < 256:
             raise ValueError(f"text is tokenized as bytes: vocab_size must be at least 256 (got {self.vocab_size})")
-        return _check_source(self, ("synthetic", "hub", "text"))
+        return self
 
 
 class MLPConfig(_WorkloadBase):
+    module: ClassVar[str] = "amp_suite.workloads.mlp"
+    data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits")
+
     workload: Literal["mlp"]
     data: DataConfig = DataConfig(source="digits")
     in_features: int = count(1 << 20, default=256, description="input width of generated data (digits have 64)")
@@ -189,17 +206,7 @@ class MLPConfig(_WorkloadBase):
     def parametercount(self) -> int:
         return self.in_features * self.hidden + (self.depth - 1) * self.hidden**2 + self.hidden * self.num_classes
 
-    @model_validator(mode="after")
-    def _vector_source(self):
-        return _check_source(self, ("synthetic", "digits"))
 
-
-def _check_source(config, allowed: tuple[str, ...]):
-    if config.data.source not in allowed:
-        source, workload = config.data.source, config.workload
-        raise ValueError(f"data.source {source!r} is not available for {workload}; choose from {allowed}")
-    return config
-
-
-WorkloadConfig = Annotated[Union[ResNetConfig, TransformerConfig, MLPConfig], Field(discriminator="workload")]
-WORKLOADS = ("resnet", "transformer", "mlp")
+WORKLOAD_CONFIGS = (ResNetConfig, TransformerConfig, MLPConfig)  # the registry
+WorkloadConfig = Annotated[Union[WORKLOAD_CONFIGS], Field(discriminator="workload")]  # type: ignore[valid-type]
+WORKLOADS = tuple(config.model_fields["workload"].annotation.__args__[0] for config in WORKLOAD_CONFIGS)
