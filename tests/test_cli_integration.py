@@ -239,7 +239,7 @@ def test_report_keeps_machines_apart_and_judges_the_articles_claims(smoke_run, f
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "report" / "report.json").read_text())
 
-    assert len(report["machines"]) == 2 and report["records"] == 12 + 9 + 12
+    assert len(report["machines"]) == 2 and report["records"] == 16 + 9 + 16  # smoke (with compiled MLP), fm
     cpu, a100 = sorted(report["machines"], key=lambda m: m["device_type"] == "cuda")
     assert a100["hosts"] == ["fixture-second-machine"]
     keys = [(r["machine"], r["setup"], r["precision"]) for r in report["rows"]]
