@@ -8,10 +8,16 @@
 #   docker run --gpus all -v "$PWD/runs:/runs" amp-suite:cu130
 #
 # Python packages come from the same constraints.txt that CI installs, so the image and CI can't
-# drift; only torch/torchvision come from PyTorch's index for the chosen CUDA line.
+# drift; torch, torchvision and the CUDA wheels they bring come from PyTorch's index for the chosen
+# CUDA line, pinned by that line's lock (locks/<TORCH_CUDA>.txt).
+#
+# The base is CUDA's slim `base` flavour: torch's wheels carry their own CUDA runtime, cuBLAS,
+# cuDNN and NCCL and load those, so the `-cudnn-runtime` image's copies were never used. `base`
+# keeps what the NVIDIA container runtime needs (its environment variables, and the forward
+# compatibility libraries of the CUDA line).
 ARG CUDA_VERSION=13.0.2
 ARG UBUNTU_VERSION=24.04
-FROM nvidia/cuda:${CUDA_VERSION}-cudnn-runtime-ubuntu${UBUNTU_VERSION}
+FROM nvidia/cuda:${CUDA_VERSION}-base-ubuntu${UBUNTU_VERSION}
 
 ARG CUDA_VERSION
 ARG UBUNTU_VERSION
@@ -38,8 +44,10 @@ RUN apt-get update \
 
 WORKDIR /opt/amp-suite
 COPY constraints.txt ./
-RUN python3 -m venv /opt/venv \
-    && pip install -c constraints.txt \
+COPY locks ./locks
+RUN test -f "locks/${TORCH_CUDA}.txt" || { echo "no lock for TORCH_CUDA=${TORCH_CUDA}: see locks/" >&2; exit 1; } \
+    && python3 -m venv /opt/venv \
+    && pip install -c constraints.txt -c "locks/${TORCH_CUDA}.txt" \
         --index-url "https://download.pytorch.org/whl/${TORCH_CUDA}" \
         --extra-index-url https://pypi.org/simple \
         torch torchvision
@@ -47,7 +55,7 @@ RUN python3 -m venv /opt/venv \
 COPY pyproject.toml README.md ./
 COPY amp_suite ./amp_suite
 COPY experiments ./experiments
-RUN pip install -c constraints.txt .
+RUN pip install -c constraints.txt -c "locks/${TORCH_CUDA}.txt" .
 
 # Ubuntu images ship a user with UID 1000; replace it so files in the /runs volume belong to
 # the usual first user on the host.
@@ -63,7 +71,7 @@ WORKDIR /runs
 # error instead of quietly measuring the CPU (--device cpu overrides).
 ENV AMP_SUITE_OUT=/runs \
     AMP_SUITE_DEVICE=cuda \
-    AMP_SUITE_IMAGE_BASE="nvidia/cuda:${CUDA_VERSION}-cudnn-runtime-ubuntu${UBUNTU_VERSION}" \
+    AMP_SUITE_IMAGE_BASE="nvidia/cuda:${CUDA_VERSION}-base-ubuntu${UBUNTU_VERSION}" \
     AMP_SUITE_IMAGE_CUDA="${CUDA_VERSION}" \
     AMP_SUITE_IMAGE_TORCH_INDEX="${TORCH_CUDA}" \
     AMP_SUITE_GIT_COMMIT="${GIT_COMMIT}"

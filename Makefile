@@ -1,17 +1,20 @@
-# Set-up and everyday commands. Everything installs into .venv from the pinned constraints.txt.
+# Set-up and everyday commands. Everything installs into .venv from the pinned constraints.txt
+# plus the CUDA line's lock (locks/cu130.txt: PyPI's torch is the CUDA 13.0 build).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= runs
-HEADER := "\# Exact versions CI and the container image install: pip install -c constraints.txt -e '.[dev]'\n\# Regenerate after changing dependencies in pyproject.toml: make lock"
+TORCH := torch==2.14.1
+TORCHVISION := torchvision==0.29.1
+LOCKS := -c constraints.txt -c locks/cu130.txt
 
-.PHONY: install run test lint ui lock
+.PHONY: install run test lint ui lock lock-line
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+$(VENV)/.installed: pyproject.toml constraints.txt locks/cu130.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(LOCKS) -e '.[dev]'
 	touch $@
 
 run: install  ## the matrix that fits this machine (GPU: default.yaml, else smoke.yaml) into $(OUT)/
@@ -27,8 +30,16 @@ lint: install
 ui: install
 	$(BIN)/amp-suite ui --out $(OUT)
 
-lock:  ## resolve pyproject.toml's ranges afresh (torch pinned) and freeze them into constraints.txt
+lock:  ## resolve pyproject.toml's ranges afresh (torch pinned): constraints.txt + locks/cu130.txt
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/python -m pip install --quiet torch==2.14.1 torchvision==0.29.1 -e '.[dev]'
-	(printf $(HEADER)"\n"; .lock-venv/bin/python -m pip freeze --exclude-editable) > constraints.txt
+	.lock-venv/bin/python -m pip install --quiet $(TORCH) $(TORCHVISION) -e '.[dev]'
+	.lock-venv/bin/python -m pip freeze --exclude-editable | $(PYTHON) scripts/split_lock.py cu130 --shared
+	rm -rf .lock-venv
+
+lock-line:  ## freeze another CUDA line's torch build into locks/$(LINE).txt: make lock-line LINE=cu126
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet -c constraints.txt \
+		--index-url https://download.pytorch.org/whl/$(LINE) --extra-index-url https://pypi.org/simple \
+		$(TORCH)+$(LINE) $(TORCHVISION)+$(LINE)
+	.lock-venv/bin/python -m pip freeze | $(PYTHON) scripts/split_lock.py $(LINE)
 	rm -rf .lock-venv

@@ -17,13 +17,21 @@ from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
 from amp_suite.diagnostics.dtype_audit import audit_step
 from amp_suite.diagnostics.flops import count_step_flops
+from amp_suite.diagnostics.host_syncs import count_host_syncs
 from amp_suite.diagnostics.nonfinite import first_nonfinite_step, first_site, watch_nonfinite
 from amp_suite.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.gpu_state import GpuState
 from amp_suite.hardware import probe
 from amp_suite.loop import Trainer
 from amp_suite.machine import Machine
-from amp_suite.measure import PeakMemory, Spread, make_step_timer, memory_at_oom, step_stats
+from amp_suite.measure import (
+    PeakMemory,
+    Spread,
+    make_step_timer,
+    memory_at_oom,
+    release_cached_blocks,
+    step_stats,
+)
 from amp_suite.peaks import utilisation
 from amp_suite.precision import PrecisionPolicy, make_policy, observed_matmul_dtype
 from amp_suite.results import CellRecord, describe_error, utc_now
@@ -32,6 +40,7 @@ from amp_suite.workloads.base import LoadedData
 
 # progress(phase, steps done, steps in phase)
 Progress = Callable[[str, int, int], None]
+Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms) from Trainer.run
 
 
 def _no_progress(phase: str, done: int, total: int) -> None:
@@ -116,12 +125,11 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
     underflow = grad_underflow_fraction(model, session.workload.loss, *batches.peek())
     audit = audit_step(model, session.workload.loss, policy, *batches.peek())
     flops = count_step_flops(model, session.workload.loss, policy, *batches.peek())
+    # Their fp32 backward and model copies leave blocks in the allocator's cache; released, the
+    # reserved-memory peak of the timed steps is the training's own.
+    release_cached_blocks(device)
 
-    warmup_clock = time.perf_counter()
-    warmup = trainer.run(batches, spec.warmup_steps, on_step=lambda n: progress("warmup", n, spec.warmup_steps))
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)  # warmup work must not spill into the measured region
-    warmup_s = time.perf_counter() - warmup_clock
+    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, progress)
     timer = make_step_timer(device, spec.steps)
     with PeakMemory(device) as memory, GpuState(device) as gpu:
         measured = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
@@ -137,6 +145,7 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
         "throughput": spec.batch_size * spec.steps / span_s,
         "warmup_s": warmup_s,
         "flops_per_step": flops,
+        "host_syncs_per_step": host_syncs,
         "tflops": flops * spec.steps / span_s / 1e12,
         "throughput_windows": spread.windows,
         "throughput_spread": spread.spread,
@@ -169,15 +178,31 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
     }
 
 
+def warm_up(
+    trainer: Trainer, batches: DeviceBatches, spec: CellSpec, device: torch.device, progress: Progress
+) -> tuple[Curves, int | None, float]:
+    """The warmup steps: (their losses and gradient norms, host syncs per step, seconds). The last
+    one counts host syncs, once first-step work (cuDNN tuning, lazy optimizer state) is done."""
+    clock = time.perf_counter()
+    counted = min(1, spec.warmup_steps)
+    first = trainer.run(
+        batches, spec.warmup_steps - counted, on_step=lambda n: progress("warmup", n, spec.warmup_steps)
+    )
+    with count_host_syncs(device, trainer.optimizer) as syncs:
+        last = trainer.run(batches, counted)
+    progress("warmup", spec.warmup_steps, spec.warmup_steps)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # warmup work must not spill into the measured region
+    curves = (torch.cat([first[0], last[0]]), torch.cat([first[1], last[1]]))
+    return curves, syncs.count if counted else None, time.perf_counter() - clock
+
+
 def audit_cell(spec: CellSpec) -> dict[str, Any]:
     """The dtype audit of one training step of this cell's workload and precision (amp-suite inspect)."""
     device = torch.device(spec.device)
     with make_policy(spec.precision, device.type).numerics():
         session = prepare(spec, device)
         return audit_step(session.model, session.workload.loss, session.policy, *session.batches.peek())
-
-
-Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms) from Trainer.run
 
 
 def check_finite(

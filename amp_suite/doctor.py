@@ -7,6 +7,7 @@ with native fp16, else stay in fp32.
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ import torch
 from amp_suite import environment
 from amp_suite.capability import recommend
 from amp_suite.hardware import probe
+from amp_suite.nvml import NVML_CLOCK_MEM, NVML_CLOCK_SM, NvmlDevice, decode_reasons
 
 
 def diagnose(device: torch.device) -> dict[str, Any]:
@@ -40,37 +42,29 @@ def diagnose(device: torch.device) -> dict[str, Any]:
         },
     }
     if device.type == "cuda":
-        report["nvml"] = nvml_state(device.index or 0)
+        report["nvml"] = nvml_state(device)
     return report
 
 
-def nvml_state(index: int) -> dict[str, Any] | None:
-    """Clocks, power limit and active throttle reasons: why a GPU may run slower than its spec."""
+def nvml_state(device: torch.device, nvml: ModuleType | None = None) -> dict[str, Any] | None:
+    """Clocks, power limit and clock-event reasons: why a GPU may run slower than its spec. Each
+    reading stands alone; `not_reported` names the ones this driver or GPU did not give."""
     try:
-        import pynvml
+        gpu = NvmlDevice.open(device, nvml)
     except ImportError:
         return None
+    except Exception as exc:  # no driver library, a device NVML can't see
+        return {"error": f"{type(exc).__name__}: {exc}"}
     try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return {"error": str(exc)}
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        reasons = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+        reasons = gpu.clock_event_reasons()
+        watts = gpu.query("power limit", "nvmlDeviceGetPowerManagementLimit")
         return {
-            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "memory_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            "power_limit_w": pynvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000,
-            "throttle_reasons": _throttle_names(pynvml, reasons),
+            "sm_clock_mhz": gpu.query("sm clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_SM),
+            "sm_clock_max_mhz": gpu.query("max sm clock", "nvmlDeviceGetMaxClockInfo", NVML_CLOCK_SM),
+            "memory_clock_mhz": gpu.query("memory clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_MEM),
+            "power_limit_w": watts / 1000 if watts is not None else None,
+            "clock_event_reasons": decode_reasons(reasons) if reasons is not None else None,
+            "not_reported": gpu.missing,
         }
-    except pynvml.NVMLError as exc:
-        return {"error": str(exc)}
     finally:
-        pynvml.nvmlShutdown()
-
-
-def _throttle_names(pynvml, mask: int) -> list[str]:
-    prefix = "nvmlClocksEventReason"
-    names = [name for name in dir(pynvml) if name.startswith(prefix) and name not in (f"{prefix}All", f"{prefix}None")]
-    return sorted(name.removeprefix(prefix) for name in names if getattr(pynvml, name) & mask)
+        gpu.close()

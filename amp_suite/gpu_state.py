@@ -6,8 +6,8 @@ total-energy counter (Volta and later); average power is that energy over the el
 Throttling is the clock-event reasons NVML reports at either end, plus any growth between them in
 its cumulative power- and thermal-violation counters, which catches a slowdown that came and went
 in the middle. The device is found by UUID: under CUDA_VISIBLE_DEVICES, torch's index and NVML's
-differ. On a CPU every field is null; on a GPU a reading NVML does not support is null and the
-rest stand, and `gpu_state_note` says what was missing.
+differ (amp_suite.nvml). On a CPU every field is null; on a GPU a reading NVML does not support
+is null and the rest stand, and `gpu_state_note` says what was missing.
 """
 
 from __future__ import annotations
@@ -19,20 +19,11 @@ from typing import Any
 
 import torch
 
-# Clock-event reasons that mean the GPU ran slower than it could (idle, application clocks and
-# sync boost are settings, not slowdowns). Values: NVML's bits (nvmlClocksEventReason*).
-THROTTLE_REASONS = {
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-}
+from amp_suite.nvml import NVML_CLOCK_SM, NVML_TEMPERATURE_GPU, SLOWDOWNS, NvmlDevice, decode_reasons
+
 # NVML's cumulative violation counters (nvmlDeviceGetViolationStatus policies): time spent held
 # below the requested clocks by the power cap and by temperature.
 VIOLATION_POLICIES = {"power_cap_violation": 0, "thermal_violation": 1}
-NVML_CLOCK_SM = 1
-NVML_TEMPERATURE = 0  # NVML_TEMPERATURE_GPU: the die
 # The energy counter advances in steps of tens of milliseconds or more (by GPU generation): over a
 # shorter timed region its delta says more about the counter than about the steps.
 MIN_ENERGY_WINDOW_S = 1.0
@@ -59,8 +50,7 @@ class GpuState:
     def __init__(self, device: torch.device, nvml: ModuleType | None = None) -> None:
         self.device = device
         self._nvml = nvml  # tests pass a stand-in; None: pynvml, imported on a GPU only
-        self._handle: Any = None
-        self._missing: list[str] = []
+        self._gpu: NvmlDevice | None = None
         self._note: str | None = None
         self.start: Reading | None = None
         self.end: Reading | None = None
@@ -68,24 +58,23 @@ class GpuState:
     def __enter__(self) -> GpuState:
         if self.device.type == "cuda":
             self._open()
-            self.start = self._read()
+            if self._gpu is not None:
+                self.start = self._read()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._handle is None:
+        if self._gpu is None:
             return
         self.end = self._read()
-        try:
-            self._nvml.nvmlShutdown()
-        except Exception:
-            pass  # a failed shutdown costs nothing: the readings are taken
+        self._gpu.close()
 
     def fields(self, samples: int) -> dict[str, Any]:
         values: dict[str, Any] = dict.fromkeys(FIELDS)
         start, end = self.start, self.end
-        if start is None or end is None:  # a CPU (all null), or NVML could not be opened
+        if start is None or end is None or self._gpu is None:  # a CPU (all null), or NVML could not be opened
             return values | {"gpu_state_note": self._note}
-        notes = [f"NVML did not report: {', '.join(sorted(set(self._missing)))}"] if self._missing else []
+        missing = self._gpu.missing
+        notes = [f"NVML did not report: {', '.join(sorted(set(missing)))}"] if missing else []
         elapsed = end.at - start.at
         if start.energy_mj is not None and end.energy_mj is not None:
             if elapsed >= MIN_ENERGY_WINDOW_S:
@@ -95,7 +84,7 @@ class GpuState:
             else:
                 notes.append(f"timed steps took {elapsed:.2f} s: too short for NVML's energy counter (>= 1 s)")
         either_end = (start.reasons or 0) | (end.reasons or 0)
-        seen = [name for name, bit in THROTTLE_REASONS.items() if either_end & bit]
+        seen = [name for name in decode_reasons(either_end) if name in SLOWDOWNS]
         # A violation counter that grew: held back at some point between the two readings.
         seen += [name for name, ns in end.violations_ns.items() if ns > start.violations_ns.get(name, ns)]
         known = start.reasons is not None or bool(start.violations_ns)
@@ -111,38 +100,20 @@ class GpuState:
 
     def _open(self) -> None:
         try:
-            if self._nvml is None:
-                import pynvml
-
-                self._nvml = pynvml
-            self._nvml.nvmlInit()
-            self._handle = self._nvml.nvmlDeviceGetHandleByUUID(nvml_uuid(self.device))
+            self._gpu = NvmlDevice.open(self.device, self._nvml)
         except Exception as exc:  # no driver library, a MIG slice NVML can't see, ...
-            self._handle = None
             self._note = f"NVML unavailable: {type(exc).__name__}: {exc}"[:300]
 
     def _read(self) -> Reading:
-        nvml, handle = self._nvml, self._handle
+        gpu = self._gpu
+        assert gpu is not None  # opened by __enter__
         reading = Reading(at=time.perf_counter())
-        reading.energy_mj = self._query("energy", nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
-        reading.sm_clock_mhz = self._query("sm clock", nvml.nvmlDeviceGetClockInfo, handle, NVML_CLOCK_SM)
-        reading.temperature_c = self._query("temperature", nvml.nvmlDeviceGetTemperature, handle, NVML_TEMPERATURE)
-        reading.reasons = self._query("clock-event reasons", nvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
+        reading.energy_mj = gpu.query("energy", "nvmlDeviceGetTotalEnergyConsumption")
+        reading.sm_clock_mhz = gpu.query("sm clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_SM)
+        reading.temperature_c = gpu.query("temperature", "nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)
+        reading.reasons = gpu.clock_event_reasons()
         for name, policy in VIOLATION_POLICIES.items():
-            status = self._query(name.replace("_", " "), nvml.nvmlDeviceGetViolationStatus, handle, policy)
+            status = gpu.query(name.replace("_", " "), "nvmlDeviceGetViolationStatus", policy)
             if status is not None:
                 reading.violations_ns[name] = int(status.violationTime)
         return reading
-
-    def _query(self, what: str, call, *args) -> Any:
-        try:
-            return call(*args)
-        except Exception:  # NVMLError_NotSupported on older GPUs, and the like
-            self._missing.append(what)
-            return None
-
-
-def nvml_uuid(device: torch.device) -> str:
-    """The device's UUID as NVML spells it ("GPU-..."); torch leaves the prefix off."""
-    uuid = str(torch.cuda.get_device_properties(device).uuid)
-    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"

@@ -136,6 +136,14 @@ class PeakMemory:
             self.peak_mb = _peak_rss_mb()
 
 
+def release_cached_blocks(device: torch.device) -> None:
+    """Return the CUDA caching allocator's unused blocks to the driver. Its reserved peak, once
+    reset, starts from what is reserved at that moment: call this before the warmup, after work
+    whose memory the measured steps should not inherit."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def memory_at_oom(device: torch.device) -> dict[str, float | str]:
     """What the allocator held when a cell ran out of memory, and what the device has (CUDA).
     A CPU raises no out-of-memory error of this kind: the kernel's OOM killer ends the worker."""

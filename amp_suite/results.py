@@ -57,6 +57,9 @@ class CellRecord(BaseModel):
     throughput_spread: float | None = Field(None, description="(max - min) / median of throughput_windows")
     noisy: bool | None = Field(None, description="throughput_spread above config.NOISY_SPREAD")
     flops_per_step: int | None = Field(None, description="forward + backward FLOPs of one batch (FlopCounterMode)")
+    host_syncs_per_step: int | None = Field(
+        None, description="times one training step made the host wait for the device (fp16's GradScaler: 1)"
+    )
     tflops: float | None = Field(None, description="achieved TFLOP/s over the measured steps")
     peak_tflops: float | None = Field(None, description="the GPU's dense datasheet peak for this math mode")
     mfu: float | None = Field(None, description="tflops / peak_tflops; None where the peak is not known")

@@ -10,6 +10,8 @@ from amp_suite import cell as cell_module
 from amp_suite.cell import run_cell
 from amp_suite.config import Matrix
 from amp_suite.hardware import cpu_caps
+from amp_suite.loop import Trainer
+from amp_suite.measure import PeakMemory
 
 CELLS = {c.precision: c for c in Matrix.model_validate(tiny_matrix(steps=6)).cells("cpu")}
 BF16_CPU = cpu_caps("test cpu", frozenset({"avx512_bf16"}))
@@ -109,3 +111,32 @@ def test_fp16_with_a_scaler_also_names_a_nan_born_in_the_forward_pass(bf16_cpu, 
 def test_a_clean_cell_has_no_nonfinite_step(bf16_cpu):
     record = run_cell(CELLS["bf16"])
     assert record.status == "ok" and record.nonfinite_step is None and record.nonfinite_site is None
+
+
+def test_fp16_steps_make_the_host_wait_once_and_bf16_and_fp32_never(bf16_cpu):
+    fp16 = run_cell(CELLS["fp16"].model_copy(update={"force": True}))  # this CPU has no native fp16
+    assert fp16.status == "ok", fp16.reason
+    assert fp16.host_syncs_per_step == 1  # GradScaler.step reads the overflow flag
+    assert run_cell(CELLS["bf16"]).host_syncs_per_step == 0
+    assert run_cell(CELLS["fp32"]).host_syncs_per_step == 0
+
+
+def test_cached_blocks_are_released_after_the_diagnostics_and_the_peak_reset_after_warmup(bf16_cpu, monkeypatch):
+    events: list[str] = []
+
+    def logged(name, function):
+        def call(*args, **kwargs):
+            events.append(name)
+            return function(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(cell_module, "count_step_flops", logged("diagnostics", cell_module.count_step_flops))
+    monkeypatch.setattr(cell_module, "release_cached_blocks", logged("release", cell_module.release_cached_blocks))
+    monkeypatch.setattr(Trainer, "step", logged("step", Trainer.step))
+    monkeypatch.setattr(PeakMemory, "__enter__", logged("peak reset", PeakMemory.__enter__))
+    spec = CELLS["fp32"]
+    assert run_cell(spec).status == "ok"
+    warmup = spec.warmup_steps
+    assert events[: 2 + warmup + 1] == ["diagnostics", "release", *["step"] * warmup, "peak reset"]
+    assert events[2 + warmup + 1 :] == ["step"] * spec.steps

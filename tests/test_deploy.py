@@ -15,8 +15,8 @@ COMPOSE = REPO / "docker" / "compose.yaml"
 CONSTRAINTS = "constraints.txt"
 
 
-def _pins() -> dict[str, str]:
-    lines = (REPO / CONSTRAINTS).read_text().splitlines()
+def _pins(path: str = CONSTRAINTS) -> dict[str, str]:
+    lines = (REPO / path).read_text().splitlines()
     return dict(line.split("==", 1) for line in lines if "==" in line and not line.startswith("#"))
 
 
@@ -25,26 +25,29 @@ def _pip_installs(text: str) -> list[str]:
     return [line for line in joined.splitlines() if re.search(r"\bpip install\b", line)]
 
 
-def test_image_and_ci_install_from_the_same_constraints():
+def test_image_and_ci_install_from_the_same_constraints_and_their_lines_lock():
     dockerfile = (REPO / "Dockerfile").read_text()
-    assert f"COPY {CONSTRAINTS}" in dockerfile
+    assert f"COPY {CONSTRAINTS}" in dockerfile and "COPY locks" in dockerfile
     installs = _pip_installs(dockerfile)
-    assert installs and all(f"-c {CONSTRAINTS}" in line for line in installs)
-    makefile_installs = _pip_installs((REPO / "Makefile").read_text())
-    assert any(f"-c {CONSTRAINTS}" in line and "-e '.[dev]'" in line for line in makefile_installs)
+    assert installs and all(f"-c {CONSTRAINTS}" in line and '-c "locks/${TORCH_CUDA}.txt"' in line for line in installs)
+    makefile = (REPO / "Makefile").read_text()
+    assert "LOCKS := -c constraints.txt -c locks/cu130.txt" in makefile
+    assert any("$(LOCKS)" in line and "-e '.[dev]'" in line for line in _pip_installs(makefile))
     assert "make test" in (REPO / ".ci" / "run").read_text()
 
 
-def test_constraints_pin_torch_and_the_tracking_server_matches_them():
+def test_ci_line_pins_torch_and_the_tracking_server_matches_the_constraints():
     pins = _pins()
-    assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
+    ci_line = _pins("locks/cu130.txt")
+    assert ci_line["torch"] == "2.14.1" and ci_line["torchvision"] == "0.29.1"
     server = (REPO / "mlflow" / "Dockerfile").read_text()
     assert f"ARG MLFLOW_VERSION={pins['mlflow']}" in server
 
 
 def test_image_runs_as_a_user_with_the_suite_as_entrypoint():
     dockerfile = (REPO / "Dockerfile").read_text()
-    assert re.search(r"^FROM nvidia/cuda:\$\{CUDA_VERSION\}-cudnn-runtime-ubuntu", dockerfile, re.M)
+    # CUDA's slim flavour: torch's wheels bring the CUDA libraries it loads
+    assert re.search(r"^FROM nvidia/cuda:\$\{CUDA_VERSION\}-base-ubuntu", dockerfile, re.M)
     assert re.search(r"^USER (?!root|0\b)\S+", dockerfile, re.M)
     assert 'ENTRYPOINT ["/usr/bin/tini", "--", "amp-suite"]' in dockerfile and 'CMD ["run"]' in dockerfile
     assert re.search(r"apt-get install .*\btini\b", dockerfile)  # PID 1 forwards docker stop's SIGTERM

@@ -44,3 +44,24 @@ def test_doctor_json_on_this_cpu_reports_what_the_cpu_has():
     assert report["fast_fp16"] == bool(flags & CPU_FP16_FLAGS)
     assert report["recommended_precision"] == recommend(cpu_caps("", flags)).precision
     assert report["versions"]["torch"]
+
+
+@pytest.mark.parametrize(
+    "name, tensor_cores",
+    [
+        ("NVIDIA GeForce GTX 1660 Ti", False),
+        ("NVIDIA GeForce GTX 1650", False),
+        ("NVIDIA T1000 8GB", False),
+        ("NVIDIA GeForce MX450", False),
+        ("Tesla T4", True),
+        ("NVIDIA GeForce RTX 2080 Ti", True),
+        ("Quadro RTX 5000", True),
+    ],
+)
+def test_turing_chips_built_without_tensor_cores_are_told_apart_at_7_5(name, tensor_cores):
+    caps = cuda_caps(name, (7, 5))
+    assert caps.tensor_cores is tensor_cores
+    assert caps.fast_fp16 and not caps.fast_bf16  # TU116/TU117 have double-rate fp16 units instead
+    advice = recommend(caps)
+    assert advice.precision == "fp16"
+    assert ("no tensor cores" in advice.reason) is not tensor_cores

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from amp_suite.measure import CpuStepTimer, CudaStepTimer, PeakMemory, step_stats
+from amp_suite.measure import CpuStepTimer, CudaStepTimer, PeakMemory, release_cached_blocks, step_stats
 
 
 def test_step_stats_percentiles():
@@ -79,3 +79,57 @@ def test_throughput_spread_across_windows_flags_a_noisy_cell():
     assert slowed.windows[-1] == pytest.approx(1600.0)
     assert slowed.spread == pytest.approx(0.5) and slowed.noisy
     assert Spread.of([10.0], batch_size=32).spread is None  # one step: no spread to speak of
+
+
+class FakeCachingAllocator:
+    """CUDA's caching allocator as torch.cuda reports it: freed blocks stay reserved (cached)
+    until empty_cache, later allocations reuse the cache first, and resetting the peak sets the
+    reserved peak to what is reserved at that moment."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.in_use = self.cached = self.peak_reserved = 0
+        for name in ("empty_cache", "reset_peak_memory_stats", "max_memory_reserved", "max_memory_allocated"):
+            monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+
+    @property
+    def reserved(self) -> int:
+        return self.in_use + self.cached
+
+    def allocate(self, size: int) -> None:
+        reused = min(size, self.cached)
+        self.cached -= reused
+        self.in_use += size
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+
+    def free(self, size: int) -> None:
+        self.in_use -= size
+        self.cached += size
+
+    def empty_cache(self) -> None:
+        self.cached = 0
+
+    def reset_peak_memory_stats(self, device=None) -> None:
+        self.peak_reserved = self.reserved
+
+    def max_memory_reserved(self, device=None) -> int:
+        return self.peak_reserved
+
+    def max_memory_allocated(self, device=None) -> int:
+        return self.in_use
+
+
+@pytest.mark.parametrize("released, reserved_mb", [(True, 2048), (False, 6144)])
+def test_the_reserved_peak_is_the_trainings_own_only_when_the_diagnostics_cache_is_released(
+    monkeypatch, released, reserved_mb
+):
+    allocator, mb = FakeCachingAllocator(monkeypatch), 2**20
+    cuda = torch.device("cuda", 0)
+    allocator.allocate(6144 * mb)  # the diagnostics' fp32 backward and model copies
+    allocator.free(6144 * mb)
+    if released:
+        release_cached_blocks(cuda)
+    allocator.allocate(2048 * mb)  # warmup: the training's working set
+    with PeakMemory(cuda) as memory:
+        allocator.free(512 * mb)  # the timed steps reuse it
+        allocator.allocate(512 * mb)
+    assert memory.reserved_mb == reserved_mb

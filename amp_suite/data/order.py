@@ -51,11 +51,15 @@ class DeviceBatches:
     def __init__(self, data: TensorData, order: torch.Tensor) -> None:
         self.data = data
         self.order = order.to(data.inputs.device)
+        # Split once, so a step does not index `order` first (measured per step on this CPU: 20 us
+        # for the gather from `order`, 8-12 us from a pre-split row, of a 2.4 ms MLP step).
+        self._rows = self.order.unbind(0)
         self._next = 0
 
     def peek(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The batch next() would return, without advancing."""
-        index = self.order[self._next]
+        index = self._rows[self._next]
+        # Indexing (unlike index_select) keeps the pool's memory format: channels_last stays so.
         return self.data.inputs[index], self.data.targets[index]
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,81 @@
+"""How often a training step makes the host wait for the device.
+
+A GPU step should only queue work. Reading a device value on the host (`.item()`, `bool()`)
+stalls that queue until the device has caught up, and a launch-bound model pays for every stall.
+The AMP recipe has one by design: GradScaler.step reads whether any gradient overflowed before it
+decides to step, so every fp16 step synchronises once. That is part of fp16's real cost, so it is
+counted and recorded (`host_syncs_per_step`), not hidden.
+
+The count comes from one warmup step, outside the timed region. On a GPU, CUDA's sync-debug mode
+flags every synchronising call, torch's internal ones included. A CPU has no device to wait for,
+so the count there is of the reads that would synchronise on a GPU: `Tensor.item`, `.tolist` and
+`bool()` on any tensor except the optimizer's step counters, which torch keeps on the host by
+design (reading them costs no sync on a GPU either).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+_HOST_READS = ("item", "tolist", "__bool__")
+
+
+@dataclass
+class SyncCount:
+    count: int = 0
+
+
+@contextmanager
+def count_host_syncs(device: torch.device, optimizer: torch.optim.Optimizer) -> Iterator[SyncCount]:
+    counter = SyncCount()
+    if device.type == "cuda":
+        with _cuda_sync_warnings(device, counter):
+            yield counter
+    else:
+        with _host_reads(counter, _step_counters(optimizer)):
+            yield counter
+
+
+@contextmanager
+def _cuda_sync_warnings(device: torch.device, counter: SyncCount) -> Iterator[None]:
+    saved = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield
+        finally:
+            torch.cuda.set_sync_debug_mode(saved)
+    counter.count = sum("synchronizing CUDA operation" in str(warning.message) for warning in caught)
+
+
+@contextmanager
+def _host_reads(counter: SyncCount, exempt: set[int]) -> Iterator[None]:
+    originals = {name: getattr(torch.Tensor, name) for name in _HOST_READS}
+
+    def counted(name: str):
+        original = originals[name]
+
+        def read(tensor: torch.Tensor, *args, **kwargs):
+            if id(tensor) not in exempt:
+                counter.count += 1
+            return original(tensor, *args, **kwargs)
+
+        return read
+
+    try:
+        for name in _HOST_READS:
+            setattr(torch.Tensor, name, counted(name))
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
+def _step_counters(optimizer: torch.optim.Optimizer) -> set[int]:
+    return {id(state["step"]) for state in optimizer.state.values() if torch.is_tensor(state.get("step"))}

@@ -1,0 +1,73 @@
+"""The default matrix fits the smallest GPU it is sized for (16 GB; a T4 offers 15 GiB): every
+fp32 cell's training memory — the activations autograd saves, weights, gradients and optimizer
+state, and the training pool the suite keeps on the device — counted on the meta device, where
+tensors have shapes but no storage and nothing is computed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import REPO
+
+from amp_suite.config import load_matrix
+from amp_suite.data import TensorData
+from amp_suite.workloads import build_workload
+
+GiB = 2**30
+# Of a T4's 15 GiB: the CUDA context (~0.5 GiB), cuDNN's workspace and the caching allocator's
+# fragmentation need the rest.
+BUDGET = 12 * GiB
+OPTIMIZER_STATES = {"resnet": 1, "transformer": 2, "mlp": 2}  # SGD momentum; AdamW's two moments
+
+
+def _meta_batch(spec) -> TensorData:
+    config = spec.workload
+    if spec.workload.workload == "transformer":
+        tokens = torch.empty(spec.batch_size, config.seq_len, dtype=torch.long, device="meta")
+        return TensorData(tokens, tokens)
+    if spec.workload.workload == "resnet":
+        images = torch.empty(spec.batch_size, 3, config.image_size, config.image_size, device="meta")
+        return TensorData(images, torch.empty(spec.batch_size, dtype=torch.long, device="meta"))
+    vectors = torch.empty(spec.batch_size, 64, device="meta")  # digits: 8 x 8 pixels
+    return TensorData(vectors, torch.empty(spec.batch_size, dtype=torch.long, device="meta"))
+
+
+def fp32_training_bytes(spec) -> int:
+    workload = build_workload(spec.workload)
+    batch = _meta_batch(spec)
+    with torch.device("meta"):
+        model = workload.build_model(batch)
+    saved: list[int] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        saved.append(tensor.numel() * tensor.element_size())  # counted per save: an upper bound
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        workload.loss(model, batch.inputs, batch.targets)
+    weights = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
+    state = weights * (2 + OPTIMIZER_STATES[spec.workload.workload])  # weights, gradients, optimizer
+    per_sample = batch.inputs[0].numel() * batch.inputs.element_size()
+    pool = (spec.workload.samples or 0) * per_sample
+    return sum(saved) + state + pool
+
+
+DEFAULT_MATRIX = load_matrix(REPO / "experiments" / "default.yaml")
+DEFAULT = [cell for cell in DEFAULT_MATRIX.cells("cuda") if cell.precision == "fp32"]
+SHAPES = {(spec.workload.workload, spec.batch_size): spec for spec in DEFAULT}
+
+
+@pytest.mark.parametrize("spec", SHAPES.values(), ids=[f"{name}-bs{batch}" for name, batch in SHAPES])
+def test_every_default_fp32_cell_fits_a_16_gb_gpu(spec):
+    needed = fp32_training_bytes(spec)
+    print(f"{spec.workload.workload} batch {spec.batch_size}: {needed / GiB:.1f} GiB")
+    assert needed < BUDGET, f"{spec.cell_id} needs about {needed / GiB:.1f} GiB in fp32"
+
+
+def test_the_count_would_catch_the_sizes_the_matrix_had_before():
+    """resnet at 128 and the transformer at 16 sequences, the old defaults, do not fit."""
+    old = {"resnet": 128, "transformer": 16}
+    for spec in DEFAULT:
+        if spec.workload.workload in old:
+            before = spec.model_copy(update={"batch_size": old[spec.workload.workload]})
+            assert fp32_training_bytes(before) > BUDGET, spec.workload.workload
