@@ -71,7 +71,7 @@ class GpuState:
     def fields(self, samples: int) -> dict[str, Any]:
         values: dict[str, Any] = dict.fromkeys(FIELDS)
         start, end = self.start, self.end
-        if start is None or end is None or self._gpu is None:  # a CPU (all null), or NVML could not be opened
+        if self._gpu is None or start is None or end is None:  # a CPU (all null), or NVML could not be opened
             return values | {"gpu_state_note": self._note}
         missing = self._gpu.missing
         notes = [f"NVML did not report: {', '.join(sorted(set(missing)))}"] if missing else []

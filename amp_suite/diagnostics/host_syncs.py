@@ -34,7 +34,7 @@ class SyncCount:
 def count_host_syncs(device: torch.device, optimizer: torch.optim.Optimizer) -> Iterator[SyncCount]:
     counter = SyncCount()
     if device.type == "cuda":
-        with _cuda_sync_warnings(device, counter):
+        with _cuda_sync_warnings(counter):
             yield counter
     else:
         with _host_reads(counter, _step_counters(optimizer)):
@@ -42,7 +42,7 @@ def count_host_syncs(device: torch.device, optimizer: torch.optim.Optimizer) -> 
 
 
 @contextmanager
-def _cuda_sync_warnings(device: torch.device, counter: SyncCount) -> Iterator[None]:
+def _cuda_sync_warnings(counter: SyncCount) -> Iterator[None]:
     saved = torch.cuda.get_sync_debug_mode()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
