@@ -34,12 +34,13 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PATH=/opt/venv/bin:$PATH
 
 # tini runs as PID 1: it forwards `docker stop`'s SIGTERM to the suite (which then closes its
-# MLflow runs and exits 143) and reaps what the suite's worker processes leave behind.
+# MLflow runs and exits 143) and reaps what the suite's worker processes leave behind. wget is
+# for KubeRay, whose operator probes a Ray node's health with it (docker/kuberay.yaml).
 # DL3008 (pin apt versions) is ignored: the CUDA base image fixes the Ubuntu release, whose archive
 # serves one python3; pinning its exact patch version would only break the build on every update.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv tini \
+    && apt-get install -y --no-install-recommends python3 python3-venv tini wget \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/amp-suite
@@ -55,7 +56,7 @@ RUN test -f "locks/${TORCH_CUDA}.txt" || { echo "no lock for TORCH_CUDA=${TORCH_
 COPY pyproject.toml README.md ./
 COPY amp_suite ./amp_suite
 COPY experiments ./experiments
-RUN pip install -c constraints.txt -c "locks/${TORCH_CUDA}.txt" .
+RUN pip install -c constraints.txt -c "locks/${TORCH_CUDA}.txt" ".[ray]"
 
 # Ubuntu images ship a user with UID 1000; replace it so files in the /runs volume belong to
 # the usual first user on the host.

@@ -14,7 +14,7 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt locks/cu130.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(LOCKS) -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(LOCKS) -e '.[dev,ray]'
 	touch $@
 
 run: install  ## the matrix that fits this machine (GPU: default.yaml, else smoke.yaml) into $(OUT)/
@@ -32,7 +32,7 @@ ui: install
 
 lock:  ## resolve pyproject.toml's ranges afresh (torch pinned): constraints.txt + locks/cu130.txt
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/python -m pip install --quiet $(TORCH) $(TORCHVISION) -e '.[dev]'
+	.lock-venv/bin/python -m pip install --quiet $(TORCH) $(TORCHVISION) -e '.[dev,ray]'
 	.lock-venv/bin/python -m pip freeze --exclude-editable | $(PYTHON) scripts/split_lock.py cu130 --shared
 	rm -rf .lock-venv
 

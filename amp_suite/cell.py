@@ -65,7 +65,7 @@ def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
         if unsupported and not spec.force:
             return CellRecord.for_spec(spec, "skipped", unsupported, **fields)
         with policy.numerics() as fp32_math, cudnn_autotune(device):
-            fields.update(measure(spec, device, progress), fp32_math=fp32_math)
+            fields.update(_measure_for(spec)(spec, device, progress), fp32_math=fp32_math)
         fields.update(utilisation(caps.type, caps.name, spec.precision, fields["tflops"]))
         status, reason = "ok", f"forced despite: {unsupported}" if unsupported else None
         if fields.get("nonfinite_step") is not None:
@@ -86,7 +86,20 @@ def unsupported_axes(spec: CellSpec, device: torch.device) -> str | None:
     """Why this cell's compile mode or memory layout can't run here (platform or model), or None."""
     if spec.channels_last and not spec.workload.image_inputs:
         return f"channels_last applies to image inputs; the {spec.workload.workload} workload has none"
+    if spec.ddp is not None:
+        from amp_suite.ddp import launch
+
+        return compilation.unsupported_reason(device, spec.compile) or launch.unsupported_reason(spec, device)
     return compilation.unsupported_reason(device, spec.compile)
+
+
+def _measure_for(spec: CellSpec) -> Callable[[CellSpec, torch.device, Progress], dict[str, Any]]:
+    """A data-parallel cell is measured by its ranks, each a process of its own (amp_suite.ddp)."""
+    if spec.ddp is None:
+        return measure
+    from amp_suite.ddp.launch import measure_ddp
+
+    return measure_ddp
 
 
 @dataclass

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from amp_suite.config import CellSpec
@@ -29,8 +29,7 @@ class RichDisplay:
             transient=True,
         )
         self.cells_task = self.progress.add_task("cells", total=None)
-        self.steps_task = self.progress.add_task("", total=None, visible=False)
-        self.current = ""
+        self.running: dict[str, tuple[TaskID, str]] = {}  # cell id -> (its steps bar, its label)
 
     def __enter__(self) -> RichDisplay:
         self.progress.start()
@@ -47,18 +46,19 @@ class RichDisplay:
     def warn(self, message: str) -> None:
         self.console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
-    def start_cell(self, spec: CellSpec) -> None:
-        self.current = spec.cell_id
-        self.progress.update(
-            self.steps_task, description=f"  {spec.cell_id} starting", completed=0, total=None, visible=True
-        )
+    def start_cell(self, spec: CellSpec, devices: Sequence[str] | None = None) -> None:
+        """A bar per running cell (several at once with --gpus, each labelled with its GPUs)."""
+        label = f"  {spec.cell_id}" + (f" [gpu {','.join(devices)}]" if devices else "")
+        self.running[spec.cell_id] = (self.progress.add_task(f"{label} starting", total=None), label)
 
-    def cell_progress(self, phase: str, done: int, total: int) -> None:
-        self.progress.update(self.steps_task, description=f"  {self.current} {phase}", completed=done, total=total)
+    def cell_progress(self, spec: CellSpec, phase: str, done: int, total: int) -> None:
+        task, label = self.running[spec.cell_id]
+        self.progress.update(task, description=f"{label} {phase}", completed=done, total=total)
 
     def finish_cell(self, record: CellRecord) -> None:
         self.progress.advance(self.cells_task)
-        self.progress.update(self.steps_task, visible=False)
+        task, _ = self.running.pop(record.cell_id)
+        self.progress.remove_task(task)
         style = STATUS_STYLE[record.status]
         rate, unit = natural_throughput(record)
         detail = f"{rate:,.1f} {unit}" if rate is not None else ""

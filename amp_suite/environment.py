@@ -15,6 +15,7 @@ import torch
 
 import amp_suite
 from amp_suite.hardware import DeviceCaps
+from amp_suite.nvml import nvml_uuid
 
 PACKAGES = ("torch", "torchvision", "transformers", "datasets", "mlflow")
 
@@ -32,11 +33,15 @@ def collect(device: torch.device, caps: DeviceCaps) -> dict[str, Any]:
         "cudnn": None,
         "driver": None,
         "torch_threads": torch.get_num_threads(),
+        # Which GPUs the cell was given (amp-suite run --gpus), and the one it ran on.
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "gpu_uuid": None,
     }
     env.update({name: package_version(name) for name in PACKAGES})
     if device.type == "cuda":
         env["cudnn"] = torch.backends.cudnn.version()
         env["driver"] = nvidia_driver_version()
+        env["gpu_uuid"] = nvml_uuid(device)
     return env
 
 

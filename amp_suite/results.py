@@ -74,10 +74,25 @@ class CellRecord(BaseModel):
     throttle_reasons: list[str] | None = Field(None, description="slowdowns NVML reported during the timed steps")
     throttled: bool | None = Field(None, description="the GPU ran below its clocks for power or heat while timed")
     gpu_state_note: str | None = Field(None, description="which GPU readings were unavailable, and why")
-    step_time_ms_p50: float | None = None
+    step_time_ms_p50: float | None = Field(None, description="median training step (DDP: rank 0's, gradients synced)")
     step_time_ms_p90: float | None = None
     step_time_ms_mean: float | None = None
     step_time_ms_stdev: float | None = None
+    world_size: int | None = Field(None, description="DDP: ranks, one device each (None: not data-parallel)")
+    comm_hook: str | None = Field(None, description="DDP gradient compression: none (float32 all-reduce), fp16, bf16")
+    ddp_backend: str | None = Field(None, description="DDP process group backend: nccl (GPUs) or gloo (CPU)")
+    rank_threads: int | None = Field(None, description="DDP on a CPU: intra-op threads per rank (the cores, shared)")
+    step_time_ms_no_sync_p50: float | None = Field(
+        None, description="DDP: median step of the same batches inside no_sync() (no gradient all-reduce)"
+    )
+    step_time_ms_no_sync_mean: float | None = None
+    comm_share_raw: float | None = Field(
+        None, description="DDP: 1 - step_time_ms_no_sync_p50 / step_time_ms_p50 (negative: within noise)"
+    )
+    comm_share: float | None = Field(
+        None, description="DDP: comm_share_raw clipped at 0: the step's share spent communicating"
+    )
+    rank_step_time_ms_p50: list[float] = Field(default_factory=list, description="DDP: each rank's median synced step")
     peak_memory_mb: float | None = None
     peak_memory_reserved_mb: float | None = None
     peak_memory_kind: str | None = None
@@ -131,6 +146,7 @@ class CellRecord(BaseModel):
             steps=spec.steps,
             warmup_steps=spec.warmup_steps,
             seed=spec.seed,
+            **_ddp_identity(spec),
             config=spec.model_dump(mode="json"),
             started_at=fields.pop("started_at", None) or utc_now(),
             **fields,
@@ -181,6 +197,13 @@ def _layout_from_workload(data: dict[str, Any]) -> dict[str, Any]:
         return data
     layout = workload["channels_last"]
     return {**data, "channels_last": layout, "config": {**config, "channels_last": layout}}
+
+
+def _ddp_identity(spec: CellSpec) -> dict[str, Any]:
+    """A DDP cell's axes as top-level fields (filtering and MLflow columns); nothing for other cells."""
+    if spec.ddp is None:
+        return {}
+    return {"world_size": spec.ddp.world_size, "comm_hook": spec.ddp.comm_hook}
 
 
 def describe_error(exc: BaseException, limit: int = 300) -> str:

@@ -3,26 +3,33 @@
 The caller holds the run directory's lock, so any invocation still open in invocations.jsonl
 belongs to a process that is gone: the runner records it as killed and has the tracker close
 the runs it left open. Records go to results.jsonl first, then to the tracker.
+
+Cells run one after another, or concurrently through the scheduler on the box's GPUs (`--gpus`)
+or a Ray fleet (`--ray`); either way every record, tracker call and line on the terminal comes
+from this thread.
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
 from amp_suite import batch_search
 from amp_suite.batch_search import BatchSearch, search_batch
 from amp_suite.config import AUTO_BATCH, CellSpec, Matrix
+from amp_suite.executors import Executor, OnThisBox, Progress, RunOne
 from amp_suite.invocations import Ending, InvocationStarted, new_id
 from amp_suite.jsonl import LineWriteError
 from amp_suite.outcome import Outcome, judge
 from amp_suite.results import CellRecord, describe_error
 from amp_suite.rundir import RunDirectory
+from amp_suite.scheduler import Scheduler
 from amp_suite.summary import SummaryRow, summarize
 from amp_suite.tracking import Tracker
-from amp_suite.worker import Context, cell_context, run_isolated
 
 Reporter = Callable[[list[CellRecord]], Path]
 
@@ -30,8 +37,8 @@ Reporter = Callable[[list[CellRecord]], Path]
 class Display(Protocol):
     def begin(self, to_run: int, reused: int) -> None: ...
     def warn(self, message: str) -> None: ...
-    def start_cell(self, spec: CellSpec) -> None: ...
-    def cell_progress(self, phase: str, done: int, total: int) -> None: ...
+    def start_cell(self, spec: CellSpec, devices: Sequence[str] | None = None) -> None: ...
+    def cell_progress(self, spec: CellSpec, phase: str, done: int, total: int) -> None: ...
     def finish_cell(self, record: CellRecord) -> None: ...
 
 
@@ -46,9 +53,11 @@ class MatrixRunner:
         resume: bool = False,
         environment: dict[str, object] | None = None,
         reporter: Reporter | None = None,
+        executor: Executor | None = None,
     ) -> None:
         """`environment`: facts the cell can't see itself (the container image); they fill gaps only.
-        `reporter`: writes the report of the finished matrix and returns its folder."""
+        `reporter`: writes the report of the finished matrix and returns its folder.
+        `executor`: where cells run (amp_suite.executors); by default one at a time on this box."""
         self.matrix = matrix
         self.cells = list(cells)
         self.directory = directory
@@ -57,7 +66,9 @@ class MatrixRunner:
         self.resume = resume
         self.environment = environment or {}
         self.reporter = reporter
+        self.executor = executor or OnThisBox()
         self._searches: dict[str, BatchSearch] = {}  # batch_sizes auto: one search serves every seed
+        self._search_locks: dict[str, threading.Lock] = {}  # concurrent seeds wait for that one search
 
     def plan(self) -> tuple[list[CellSpec], list[CellRecord]]:
         """(cells to run, records reused from an earlier run of the same cells with --resume)."""
@@ -97,49 +108,78 @@ class MatrixRunner:
         return records, summary, outcome
 
     def _run_cells(self, todo: list[CellSpec], invocation_id: str) -> list[CellRecord]:
-        context = cell_context(sorted({spec.workload.module for spec in todo}))
-        done = []
-        for spec in todo:
-            record_id = new_id()
-            self.display.start_cell(spec)
-            run_id = self.tracker.start_cell(spec, record_id)
-            record = self._measure(context, spec)
-            record = self._complete(record, record_id, invocation_id, run_id)
-            self.directory.results.append(record)  # the record of truth first, then the mirror
-            self.tracker.finish_cell(record)
-            self.display.finish_cell(record)
-            done.append(record)
-        return done
+        slots = self.executor.prepare(todo)
+        if slots is None:  # one at a time, in this thread
+            done = []
+            for spec in todo:
+                ids = self._start(spec)
+                run = self.executor.runner(self.directory.log_path(spec.cell_id), (), None)
+                record = self._measure(spec, run, partial(self.display.cell_progress, spec))
+                done.append(self._finish(record, ids, invocation_id))
+            return done
+        return self._run_concurrently(todo, invocation_id, slots)
 
-    def _measure(self, context: Context, spec: CellSpec) -> CellRecord:
-        log = self.directory.log_path(spec.cell_id)
+    def _run_concurrently(self, todo: list[CellSpec], invocation_id: str, slots: list[str]) -> list[CellRecord]:
+        ids: dict[str, tuple[str, str | None]] = {}
+        done: dict[str, CellRecord] = {}
+
+        def start(spec: CellSpec, held: Sequence[str] | None = None) -> None:
+            ids[spec.cell_id] = self._start(spec, held)
+
+        def finish(spec: CellSpec, record: CellRecord) -> None:
+            done[spec.cell_id] = self._finish(record, ids.pop(spec.cell_id), invocation_id)
+
+        def launch(spec: CellSpec, held: tuple[str, ...], cancelled: threading.Event, progress: Progress):
+            run = self.executor.runner(self.directory.log_path(spec.cell_id), held, cancelled)
+            return self._measure(spec, run, progress)
+
+        reasons = {spec.cell_id: self.executor.unrunnable(spec) for spec in todo}
+        for spec in todo:
+            if reasons[spec.cell_id]:  # recorded, not dropped: the summary shows why it is missing
+                start(spec)
+                finish(spec, CellRecord.for_spec(spec, "skipped", reasons[spec.cell_id]))
+        runnable = [spec for spec in todo if not reasons[spec.cell_id]]
+        Scheduler(slots).run(runnable, start, launch, finish, self.display.cell_progress)
+        return [done[spec.cell_id] for spec in todo]
+
+    def _start(self, spec: CellSpec, devices: Sequence[str] | None = None) -> tuple[str, str | None]:
+        """(the record's id, its tracker run's id)."""
+        record_id = new_id()
+        self.display.start_cell(spec, devices)
+        return record_id, self.tracker.start_cell(spec, record_id)
+
+    def _finish(self, record: CellRecord, ids: tuple[str, str | None], invocation_id: str) -> CellRecord:
+        record = self._complete(record, *ids, invocation_id)
+        self.directory.results.append(record)  # the record of truth first, then the mirror
+        self.tracker.finish_cell(record)
+        self.display.finish_cell(record)
+        return record
+
+    def _measure(self, spec: CellSpec, run: RunOne, progress: Progress) -> CellRecord:
         if spec.batch_size != AUTO_BATCH:
-            return run_isolated(context, spec, log, self.display.cell_progress)
+            return run(spec, progress)
         unsupported = batch_search.unsupported_reason(spec.device)
         if unsupported:
             return CellRecord.for_spec(spec, "skipped", unsupported)
-        search = self._search(context, spec, log)
+        search = self._search(spec, run, progress)
         if search.found is None:
             status, reason = ("failed", search.failure) if search.failure else ("oom", "not even batch 1 fits")
             return CellRecord.for_spec(spec, status, reason, batch_search=search)
-        measured = spec.model_copy(update={"batch_size": search.found})
-        record = run_isolated(context, measured, log, self.display.cell_progress)
+        record = run(spec.model_copy(update={"batch_size": search.found}), progress)
         # The record keeps the cell's identity (batch "auto"), so --resume and the summary find it.
         identity = {"cell_id": spec.cell_id, "config_hash": spec.config_hash, "config": spec.model_dump(mode="json")}
         return record.model_copy(update={**identity, "batch_search": search})
 
-    def _search(self, context: Context, spec: CellSpec, log: Path) -> BatchSearch:
+    def _search(self, spec: CellSpec, run: RunOne, progress: Progress) -> BatchSearch:
         key = spec.model_copy(update={"seed": 0}).config_hash
-        if key not in self._searches:
+        with self._search_locks.setdefault(key, threading.Lock()):
+            if key not in self._searches:
 
-            def probe(trial: CellSpec) -> CellRecord:
-                def progress(phase: str, done: int, total: int) -> None:
-                    self.display.cell_progress(f"probe bs{trial.batch_size}: {phase}", done, total)
+                def probe(trial: CellSpec) -> CellRecord:
+                    return run(trial, lambda phase, *steps: progress(f"probe bs{trial.batch_size}: {phase}", *steps))
 
-                return run_isolated(context, trial, log, progress)
-
-            self._searches[key] = search_batch(spec, spec.workload.samples, probe)
-        return self._searches[key]
+                self._searches[key] = search_batch(spec, spec.workload.samples, probe)
+            return self._searches[key]
 
     def _report(self, records: list[CellRecord]) -> Path | None:
         """The report is a view of the records, which are safe already: failing to draw it warns."""
@@ -169,7 +209,7 @@ class MatrixRunner:
         except LineWriteError:
             pass  # e.g. the disk is full; the next run records this invocation as killed instead
 
-    def _complete(self, record: CellRecord, record_id: str, invocation_id: str, run_id: str | None) -> CellRecord:
+    def _complete(self, record: CellRecord, record_id: str, run_id: str | None, invocation_id: str) -> CellRecord:
         """Add what the cell could not know: its ids, the parity rule, deployment facts (filling gaps only)."""
         known = {key: value for key, value in record.environment.items() if value is not None}
         return record.model_copy(

@@ -18,6 +18,12 @@ a seed that failed on one side can't tilt it. With two or more such seeds it com
 interval (delta method on the seed-paired ratio, Student's t): the seed-to-seed spread of the
 same machine, not a guarantee about other machines. Hosts pooled into one machine are averaged
 per seed first.
+
+DDP rows (records with a world size) also compare across the DDP axes, at the same machine,
+setup otherwise, and precision: scaling efficiency is throughput(N) / (N x throughput at world
+size 1, same hook); the hook's parity and step-time ratio compare it with plain float32
+all-reduce ("none") at the same world size; world parity compares world size N with world size 1
+(same hook), by the same parity rule as precisions.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import json
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 
 from pydantic import TypeAdapter, ValidationError
@@ -123,13 +129,22 @@ class SummaryRow:
     val_metric: float | None = None  # mean over seeds that finished ok
     grad_underflow_fraction: float | None = None  # fp32 gradients below fp16's range, before training
     parity: Parity | None = None  # None for fp32 itself and where a side has no result
+    world_size: int | None = None  # DDP: ranks; None for a cell that is not data-parallel
+    comm_hook: str | None = None  # DDP: none (float32 all-reduce), fp16 or bf16 compression
+    comm_share: float | None = None  # DDP: share of the synced step spent communicating, mean over seeds
+    scaling_efficiency: float | None = None  # DDP: throughput / (world size x world size 1's), same hook
+    world_parity: Parity | None = None  # DDP: this world size against world size 1, same hook and precision
+    hook_step_ratio: float | None = None  # DDP: step time with this hook / with plain all-reduce, same world size
+    hook_parity: Parity | None = None  # DDP: this hook against plain all-reduce, same world size and precision
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @property
     def variant(self) -> str:
-        return variant(self.compile, self.channels_last)
+        ddp = "" if self.world_size is None else f", ddp x{self.world_size}"
+        hook = f" {self.comm_hook} hook" if self.comm_hook not in (None, "none") else ""
+        return variant(self.compile, self.channels_last) + ddp + hook
 
     @property
     def batch(self) -> str:
@@ -165,16 +180,16 @@ GroupKey = tuple[str, str, str]  # machine, setup, precision
 SETUP_EXCLUDES = ("seed", "precision", "force", "device", "matrix")  # what may differ within one comparison
 # Within the workload: which precisions are forced, and which other batch sizes, compile modes and
 # layouts the matrix swept (the cell's own compile mode and layout are part of its setup).
-WORKLOAD_SETUP_EXCLUDES = ("force", "batch_sizes", "compile", "channels_last")
+WORKLOAD_SETUP_EXCLUDES = ("force", "batch_sizes", "compile", "channels_last", "ddp")  # ddp: the sweep's lists
 
 
 def machine_key(record: CellRecord) -> str:
     return record.machine.key if record.machine else UNKNOWN_MACHINE
 
 
-def setup_key(record: CellRecord) -> str:
+def setup_key(record: CellRecord, excludes: tuple[str, ...] = SETUP_EXCLUDES) -> str:
     """A short hash of the record's configuration without seed and precision (and matrix name)."""
-    config = {k: v for k, v in record.config.items() if k not in SETUP_EXCLUDES}
+    config = {k: v for k, v in record.config.items() if k not in excludes}
     if isinstance(config.get("workload"), dict):
         config["workload"] = {k: v for k, v in config["workload"].items() if k not in WORKLOAD_SETUP_EXCLUDES}
     if not config:  # a record without its config: as specific as the record allows
@@ -186,12 +201,53 @@ def group_key(record: CellRecord) -> GroupKey:
     return machine_key(record), setup_key(record), record.precision
 
 
+DdpKey = tuple[str, str, str, int, str]  # machine, setup without the DDP axes, precision, world size, hook
+
+
+def ddp_key(record: CellRecord) -> DdpKey | None:
+    """Where a DDP record sits on the DDP axes of its comparison; None for other records."""
+    if record.world_size is None:
+        return None
+    base = setup_key(record, (*SETUP_EXCLUDES, "ddp"))
+    return machine_key(record), base, record.precision, record.world_size, record.comm_hook or "none"
+
+
 def summarize(records: Iterable[CellRecord], default_rule: ParityConfig | None = None) -> list[SummaryRow]:
     """`default_rule`: for records written before they carried their parity rule."""
     groups: dict[GroupKey, list[CellRecord]] = {}
+    ddp: dict[DdpKey, list[CellRecord]] = {}
     for record in records:
         groups.setdefault(group_key(record), []).append(record)
-    return [_row(key, group, groups, default_rule or ParityConfig()) for key, group in groups.items()]
+        if (key := ddp_key(record)) is not None:
+            ddp.setdefault(key, []).append(record)
+    rule = default_rule or ParityConfig()
+    rows = [_row(key, group, groups, rule) for key, group in groups.items()]
+    return [_with_ddp(row, group, ddp, rule) for row, group in zip(rows, groups.values(), strict=True)]
+
+
+def _with_ddp(row: SummaryRow, group: list[CellRecord], ddp: dict[DdpKey, list[CellRecord]], rule: ParityConfig):
+    """The row with its comparisons along the DDP axes (scaling, hooks), where it is a DDP row."""
+    key = ddp_key(group[0])
+    if key is None:
+        return row
+    machine, base, precision, world, hook = key
+    unit_scale = _unit(group[0])[1]
+    rates = _per_seed(group, "throughput", unit_scale)
+    single = ddp.get((machine, base, precision, 1, hook), [])
+    plain = ddp.get((machine, base, precision, world, "none"), [])
+    rule = _rule(group + single + plain, rule)
+    efficiency = paired_ratio(rates, _per_seed(single, "throughput", unit_scale)) if single else None
+    steps = _per_seed(group, "step_time_ms_p50")
+    return replace(
+        row,
+        world_size=world,
+        comm_hook=hook,
+        comm_share=_mean(_per_seed(group, "comm_share").values()),
+        scaling_efficiency=None if efficiency is None else efficiency / world,
+        world_parity=_parity(group, single, rule) if single and world != 1 else None,
+        hook_step_ratio=paired_ratio(steps, _per_seed(plain, "step_time_ms_p50")) if hook != "none" else None,
+        hook_parity=_parity(group, plain, rule) if plain and hook != "none" else None,
+    )
 
 
 def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[CellRecord]], rule: ParityConfig):

@@ -7,6 +7,9 @@ a pipe; its stdout/stderr go to the cell's log file. A child that dies without a
 for memory, segfault) is recorded as failed by the parent. A child whose parent dies (the
 forkserver exits when the suite does, even on SIGKILL) is stopped too, so a killed run never
 leaves a cell occupying the device.
+
+A cell may be placed: given the GPUs it alone sees (CUDA_VISIBLE_DEVICES, set in the child before
+CUDA starts) and its share of the CPU threads, when several cells run at once (amp_suite.scheduler).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -32,6 +36,21 @@ STOP_TIMEOUT_S = 5.0  # a terminated cell gets this long to exit cleanly before 
 Context = multiprocessing.context.BaseContext
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where a cell runs when it shares the box: the GPUs it sees, and the CPU threads it may use."""
+
+    visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES for the cell: "2", or "0,1" for a DDP cell
+    threads: int | None = None  # torch's intra-op threads; None keeps torch's default (every core)
+
+
+UNPLACED = Placement()  # the whole box: every GPU, every core
+
+
+class Cancelled(Exception):
+    """The run is stopping: the cell's process was stopped and it has no record."""
+
+
 def cell_context(preload: Iterable[str]) -> Context:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["amp_suite.cell", *preload])
@@ -43,19 +62,24 @@ def run_isolated(
     spec: CellSpec,
     log_path: Path,
     on_progress: Callable[[str, int, int], None],
-    target: Callable[[str, Connection, str], None] | None = None,
+    target: Callable[[str, Connection, str, dict], None] | None = None,
+    placement: Placement = UNPLACED,
+    cancelled: threading.Event | None = None,
 ) -> CellRecord:
-    """Run the cell in a child process; `target` replaces the child's entry point in tests."""
+    """Run the cell in a child process; `target` replaces the child's entry point in tests.
+    `cancelled`: for a cell run from a thread (the main thread gets signals, this one does not):
+    once set, the cell is stopped and Cancelled raised."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     reader, writer = context.Pipe(duplex=False)
-    process = context.Process(target=target or _child_main, args=(spec.model_dump_json(), writer, str(log_path)))
+    args = (spec.model_dump_json(), writer, str(log_path), asdict(placement))
+    process = context.Process(target=target or _child_main, args=args)
     process.start()
     writer.close()  # the child holds the only writer now, so its exit means EOF here
     record = None
     try:
         while True:
             try:
-                kind, payload = reader.recv()
+                kind, payload = _receive(reader, cancelled)
             except EOFError:
                 break
             if kind == "progress":
@@ -75,6 +99,14 @@ def run_isolated(
         reason = f"worker process died ({_exit_description(process.exitcode)}); see {log_path}"
         record = CellRecord.for_spec(spec, "failed", reason)
     return record.model_copy(update={"log_path": str(log_path)})
+
+
+def _receive(reader: Connection, cancelled: threading.Event | None) -> tuple[str, object]:
+    if cancelled is not None:
+        while not reader.poll(0.1):
+            if cancelled.is_set():
+                raise Cancelled()
+    return reader.recv()
 
 
 def _exit_description(code: int | None) -> str:
@@ -113,11 +145,22 @@ def _thread_lock_for_progress_bars() -> None:
     tqdm.set_lock(threading.RLock())
 
 
-def _child_main(spec_json: str, connection: Connection, log_path: str) -> None:
+def _place(placement: dict) -> None:
+    """Before anything touches CUDA (the forkserver never did): CUDA reads the variable once, at init."""
+    if placement["visible_devices"] is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = placement["visible_devices"]
+    if placement["threads"] is not None:
+        import torch
+
+        torch.set_num_threads(placement["threads"])
+
+
+def _child_main(spec_json: str, connection: Connection, log_path: str, placement: dict) -> None:
     # Stopped by the parent (an interrupted run) or with it: exit through Python, so that what
     # the cell registered with multiprocessing's resource tracker is released, not reported leaked.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     _stop_with_parent()
+    _place(placement)
     _thread_lock_for_progress_bars()
     with open(log_path, "ab", buffering=0) as log:
         os.dup2(log.fileno(), 1)

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # One prepared command for a GPU machine: the GPU-only tests (NVML energy, clocks and throttling,
 # MFU, the largest-batch search against real CUDA out-of-memory errors), then a short but complete
-# matrix (every workload x every precision, eager and compiled: experiments/gpu-check.yaml),
-# everything written to OUT_DIR, and one screen of results to paste into a report.
+# matrix (every workload x every precision, eager and compiled: experiments/gpu-check.yaml), and,
+# on a machine with 2 or more GPUs, the multi-GPU scheduler and DDP over NCCL
+# (experiments/gpu-check-multi.yaml with --gpus all, into OUT_DIR/multi-gpu); everything written
+# to OUT_DIR, and one screen of results to paste into a report (which says when there was one GPU).
 #
 #   scripts/gpu-check.sh OUT_DIR
 #
 # Needs a Python with the suite's dependencies (PYTHON, default: .venv/bin/python, else python3).
-# Writes: nvidia-smi.txt, gpu-tests.txt, results.jsonl, run.txt, mlflow.db, logs/, gpu-check.txt.
+# Writes: nvidia-smi.txt, gpu-tests.txt, results.jsonl, run.txt, mlflow.db, logs/, gpu-check.txt,
+# and with 2+ GPUs multi-gpu/ (its own results.jsonl, run.txt, logs).
 # Exits non-zero when a GPU test fails or the matrix does not end as expected (a failed cell is
 # exit 3 from `amp-suite run`).
 set -euo pipefail
@@ -31,7 +34,15 @@ run_exit=0
 "$python" -m amp_suite run --matrix experiments/gpu-check.yaml --out "$out" --device cuda 2>&1 | tee "$out/run.txt" || run_exit=$?
 wall=$(( $(date +%s) - started ))
 
+gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())')
+multi_exit=0
+if [ "$gpus" -ge 2 ]; then
+    mkdir -p "$out/multi-gpu"
+    "$python" -m amp_suite run --matrix experiments/gpu-check-multi.yaml --out "$out/multi-gpu" --device cuda \
+        --gpus all 2>&1 | tee "$out/multi-gpu/run.txt" || multi_exit=$?
+fi
+
 echo
 "$python" scripts/gpu_check_summary.py "$out" --tests-exit "$tests_exit" --run-exit "$run_exit" --wall-s "$wall" \
-    | tee "$out/gpu-check.txt"
-[ "$tests_exit" -eq 0 ] && [ "$run_exit" -eq 0 ]
+    --gpus "$gpus" --multi-exit "$multi_exit" | tee "$out/gpu-check.txt"
+[ "$tests_exit" -eq 0 ] && [ "$run_exit" -eq 0 ] && [ "$multi_exit" -eq 0 ]

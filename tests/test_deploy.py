@@ -32,7 +32,7 @@ def test_image_and_ci_install_from_the_same_constraints_and_their_lines_lock():
     assert installs and all(f"-c {CONSTRAINTS}" in line and '-c "locks/${TORCH_CUDA}.txt"' in line for line in installs)
     makefile = (REPO / "Makefile").read_text()
     assert "LOCKS := -c constraints.txt -c locks/cu130.txt" in makefile
-    assert any("$(LOCKS)" in line and "-e '.[dev]'" in line for line in _pip_installs(makefile))
+    assert any("$(LOCKS)" in line and "-e '.[dev,ray]'" in line for line in _pip_installs(makefile))
     assert "make test" in (REPO / ".ci" / "run").read_text()
 
 
@@ -157,3 +157,19 @@ def test_gpu_check_matrix_covers_every_workload_and_precision():
     assert tuple(matrix.precisions) == PRECISIONS[:4]
     script = (REPO / "scripts" / "gpu-check.sh").read_text()
     assert "experiments/gpu-check.yaml" in script and "--device cuda" in script
+
+
+def test_the_kuberay_cluster_runs_the_image_with_the_pinned_ray_and_a_gpu_per_worker():
+    cluster = yaml.safe_load((REPO / "docker" / "kuberay.yaml").read_text())
+    assert cluster["apiVersion"] == "ray.io/v1" and cluster["kind"] == "RayCluster"
+    assert cluster["spec"]["rayVersion"] == _pins()["ray"]  # the Ray in the image, which constraints.txt pins
+    head = cluster["spec"]["headGroupSpec"]
+    assert head["rayStartParams"]["num-cpus"] == "0"  # the driver's box: no cell may land there
+    groups = cluster["spec"]["workerGroupSpecs"]
+    assert len({group["groupName"] for group in groups}) == len(groups) >= 2
+    for spec in [head["template"]["spec"], *(group["template"]["spec"] for group in groups)]:
+        assert all(container["image"].startswith("amp-suite:") for container in spec["containers"])
+    for group in groups:
+        (container,) = group["template"]["spec"]["containers"]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == 1  # Ray counts the pod's GPUs from this
+    assert '".[ray]"' in (REPO / "Dockerfile").read_text()  # the image can be a Ray node

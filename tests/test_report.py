@@ -290,7 +290,7 @@ def test_every_claim_has_a_verdict_for_every_machine():
     report = build_report(
         records(A100, MLP, {"fp32": three(1.0)}) + records(CPU, MLP, {"fp32": three(1.0)}), []
     )
-    assert len(report.claims) == 8 * 2
+    assert len(report.claims) == 9 * 2
     assert {c.verdict for c in report.claims} <= {"supported", "contradicted", "not measured here"}
     assert claim(report, "pre_volta_little_gain", report.machines[0].id).verdict == "not measured here"
 

@@ -24,8 +24,10 @@ from amp_suite.cli.common import (
     split_names,
 )
 from amp_suite.config import ConfigError, Matrix, load_matrix, read_matrix_text
+from amp_suite.executors import Executor, OnThisBox
 from amp_suite.outcome import ExitCode
 from amp_suite.rundir import RunDirectory
+from amp_suite.scheduler import GpuSelection
 from amp_suite.tracking.uri import check_tracking_uri, embedded_store_uri, mask_credentials
 
 IMAGE_PREFIX = "AMP_SUITE_IMAGE_"  # set by the container image: its base, CUDA line, torch index
@@ -45,6 +47,14 @@ def run(
     precisions: Annotated[Optional[str], typer.Option(help="Comma-separated precision modes to keep.")] = None,
     force: Annotated[bool, typer.Option(help="Run modes this hardware is slow at instead of skipping them.")] = False,
     resume: Annotated[bool, typer.Option(help="Skip cells already recorded ok in <out>/results.jsonl.")] = False,
+    gpus: Annotated[
+        Optional[str],
+        typer.Option(help="Run cells concurrently, one per GPU: all, a count (4) or indexes (0,2) [default: in turn]"),
+    ] = None,
+    ray: Annotated[
+        Optional[str],
+        typer.Option(help="Run cells on a Ray cluster: its address (ray://host:10001, host:6379) or auto"),
+    ] = None,
 ) -> None:
     """Run a precision matrix and record every cell in results.jsonl and MLflow."""
     try:
@@ -55,17 +65,21 @@ def run(
         if experiment is not None and not 0 < len(experiment) <= MAX_EXPERIMENT_NAME:
             raise ConfigError(f"--experiment: give 1 to {MAX_EXPERIMENT_NAME} characters")
         selection = (split_names("--workloads", workloads), split_names("--precisions", precisions))
+        selection_of_gpus = GpuSelection.parse(gpus) if gpus is not None else None
+        if selection_of_gpus and ray is not None:
+            raise ConfigError("--gpus and --ray: choose one (on a Ray cluster, each cell asks Ray for its GPUs)")
         path = resolve_matrix(matrix) if matrix is not None else None
         selected = load_matrix(path).select(*selection) if path is not None else None
-        resolved_device = resolve_device(device)  # the first torch import: after the cheap checks
-        if resolved_device == "cpu" and device is DeviceChoice.auto:
-            say("No CUDA GPU is visible to PyTorch: running on the CPU.")
+        resolved_device = _fleet_device(device) if ray is not None else _local_device(device)
         if path is None:
             path = default_matrix(resolved_device)
             say(f"No --matrix given: running {path} for device {resolved_device}.")
             selected = load_matrix(path).select(*selection)
+        if selected.machines and ray is None:
+            raise ConfigError("machines: the matrix runs once per GPU type on a Ray cluster; pass --ray ADDRESS")
         cells = selected.cells(resolved_device, force=force)
         text = read_matrix_text(path)
+        executor = _fleet(ray) if ray is not None else OnThisBox(_devices(selection_of_gpus, resolved_device))
     except ConfigError as exc:
         raise fail(str(exc)) from None
     if not any(w.data.source == "hub" for w in selected.workloads):
@@ -74,7 +88,42 @@ def run(
         os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     for key, value in MLFLOW_HTTP_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    _run_matrix(selected, cells, text, out, tracking_uri, experiment or selected.name, resume)
+    try:
+        _run_matrix(selected, cells, text, out, tracking_uri, experiment or selected.name, resume, executor)
+    finally:
+        executor.close()
+
+
+def _local_device(choice: DeviceChoice) -> str:
+    resolved = resolve_device(choice)  # the first torch import: after the cheap checks
+    if resolved == "cpu" and choice is DeviceChoice.auto:
+        say("No CUDA GPU is visible to PyTorch: running on the CPU.")
+    return resolved
+
+
+def _fleet_device(choice: DeviceChoice) -> str:
+    """A fleet's cells run on its GPUs (auto), whatever this box, the driver, has."""
+    return "cpu" if choice is DeviceChoice.cpu else "cuda"
+
+
+def _fleet(address: str):
+    from amp_suite.executors import OnFleet
+    from amp_suite.fleet import Fleet
+
+    fleet = Fleet(address)
+    fleet.connect()
+    return OnFleet(fleet)
+
+
+def _devices(selection: GpuSelection | None, device: str) -> list[str] | None:
+    """The GPUs --gpus names, as CUDA indexes of this process (None: cells take turns)."""
+    if selection is None:
+        return None
+    if device != "cuda":
+        raise ConfigError("--gpus runs cells on CUDA GPUs; this run is on the CPU (no GPU visible, or --device cpu)")
+    import torch
+
+    return selection.resolve(torch.cuda.device_count())  # counts without creating a CUDA context
 
 
 def deployment_environment() -> dict[str, object]:
@@ -90,7 +139,9 @@ def deployment_environment() -> dict[str, object]:
     return extra
 
 
-def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, experiment: str, resume: bool) -> None:
+def _run_matrix(
+    matrix: Matrix, cells, text: str, out: Path, tracking_uri, experiment: str, resume: bool, executor: Executor
+) -> None:
     from amp_suite.display import RichDisplay, print_outcome, print_summary
     from amp_suite.jsonl import LineWriteError
     from amp_suite.runner import MatrixRunner
@@ -109,7 +160,7 @@ def _run_matrix(matrix: Matrix, cells, text: str, out: Path, tracking_uri, exper
             store = store or _open_store(uri, out / "mlartifacts")  # the embedded store lives in --out
             tracker = FailSafeTracker(MlflowTracker(store), display.warn, mask_credentials(catch_up))
             runner = MatrixRunner(
-                matrix, cells, directory, tracker, display, resume, deployment_environment(), _reporter(out)
+                matrix, cells, directory, tracker, display, resume, deployment_environment(), _reporter(out), executor
             )
             records, summary, outcome = runner.run(experiment, text)
     except ConfigError as exc:  # the folder is busy or can't be written

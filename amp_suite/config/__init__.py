@@ -8,6 +8,7 @@ file names, and error messages never echo unbounded input.
 """
 
 from amp_suite.config.base import AUTO_BATCH, NOISY_SPREAD, PRECISIONS, ConfigError, Device, Precision, Status
+from amp_suite.config.ddp import COMM_HOOKS, DdpCell, DdpConfig
 from amp_suite.config.loading import describe_validation_error, load_matrix, read_matrix_text
 from amp_suite.config.matrix import CellSpec, Expectation, Matrix, ParityConfig
 from amp_suite.config.workloads import (
@@ -20,8 +21,8 @@ from amp_suite.config.workloads import (
 )
 
 __all__ = [
-    "AUTO_BATCH", "NOISY_SPREAD", "PRECISIONS", "WORKLOADS", "CellSpec", "ConfigError", "DataConfig", "Device",
-    "Expectation",
-    "MLPConfig", "Matrix", "ParityConfig", "Precision", "ResNetConfig", "Status", "TransformerConfig", "WorkloadConfig",
+    "AUTO_BATCH", "COMM_HOOKS", "NOISY_SPREAD", "PRECISIONS", "WORKLOADS", "CellSpec", "ConfigError", "DataConfig",
+    "DdpCell", "DdpConfig", "Device", "Expectation", "MLPConfig", "Matrix", "ParityConfig", "Precision",
+    "ResNetConfig", "Status", "TransformerConfig", "WorkloadConfig",
     "describe_validation_error", "load_matrix", "read_matrix_text",
 ]  # fmt: skip

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, PositiveFloat, model_validator
+from pydantic import Field, PositiveFloat, StringConstraints, model_serializer, model_validator
 
 from amp_suite.config.base import (
     MAX_SEED,
@@ -22,6 +22,7 @@ from amp_suite.config.base import (
     count,
     shorten,
 )
+from amp_suite.config.ddp import DdpCell
 from amp_suite.config.workloads import WorkloadConfig
 
 
@@ -67,12 +68,34 @@ class CellSpec(FrozenModel):
     compile: CompileMode = "off"
     channels_last: bool = False
     force: bool = False
+    ddp: DdpCell | None = Field(None, description="world size and comm hook of a data-parallel cell")
+    machine: str | None = Field(
+        None, pattern=NAME_PATTERN, max_length=NAME_MAX, description="the GPU type a Ray fleet must run it on"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_unset_axes(self, handler):
+        """A cell that is neither data-parallel nor bound to a GPU type has no `ddp` or `machine`
+        key: its config_hash is what it always was."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for axis in ("ddp", "machine"):
+                if getattr(self, axis) is None:
+                    data.pop(axis, None)
+        return data
 
     @property
     def cell_id(self) -> str:
-        """workload/batch/seed/precision, then the compile mode and memory layout where not the default."""
+        """workload/batch/seed/precision, then the compile mode, memory layout and DDP axes where not the default."""
         axes = ([] if self.compile == "off" else [f"compile-{self.compile}"]) + (["nhwc"] if self.channels_last else [])
+        axes += [self.ddp.suffix] if self.ddp is not None else []
+        axes += [f"on-{self.machine}"] if self.machine else []
         return "/".join([f"{self.workload.name}/bs{self.batch_size}/seed{self.seed}/{self.precision}", *axes])
+
+    @property
+    def gpus(self) -> int:
+        """Devices the cell occupies at once: its world size when data-parallel, else one."""
+        return self.ddp.world_size if self.ddp is not None else 1
 
     @property
     def config_hash(self) -> str:
@@ -96,6 +119,11 @@ class Matrix(FrozenModel):
     )
     workloads: list[WorkloadConfig] = Field(min_length=1, max_length=64)
     expect: list[Expectation] = Field(default_factory=list, max_length=256)
+    machines: list[Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=NAME_MAX)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="GPU types, as Ray names them (A100, H100): with --ray the matrix runs once on each",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self):
@@ -103,7 +131,7 @@ class Matrix(FrozenModel):
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise ValueError(f"workload names must be unique; give each a distinct 'label': {duplicated}")
-        for axis in ("precisions", "compile", "channels_last"):
+        for axis in ("precisions", "compile", "channels_last", "machines"):
             values = getattr(self, axis)
             if len(set(values)) != len(values):
                 raise ValueError(f"{axis} must not repeat: {values}")
@@ -144,12 +172,16 @@ class Matrix(FrozenModel):
                 compile=mode,
                 channels_last=layout,
                 force=force or p in w.force,
+                ddp=ddp,
+                machine=machine,
             )
+            for machine in self.machines or [None]  # a Ray fleet runs the whole matrix on each type
             for w in self.workloads
             for bs in w.batch_sizes
             for seed in seeds
             for mode in w.compile or self.compile  # a workload's own list wins over the matrix's
             for layout in w.layouts(self.channels_last)
+            for ddp in w.ddp_cells()
             for p in self.precisions
         ]
 

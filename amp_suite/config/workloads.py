@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal, Union
 
-from pydantic import BeforeValidator, Field, PositiveFloat, model_validator
+from pydantic import BeforeValidator, Field, PositiveFloat, model_serializer, model_validator
 
 from amp_suite.config.base import (
     AUTO_BATCH,
@@ -24,6 +24,7 @@ from amp_suite.config.base import (
     Precision,
     count,
 )
+from amp_suite.config.ddp import DdpCell, DdpConfig
 
 
 def _as_list(value: object) -> object:
@@ -71,6 +72,15 @@ class _WorkloadBase(FrozenModel):
     # The matrix's axes, for this workload only (None: the matrix's lists).
     compile: Annotated[list[CompileMode] | None, BeforeValidator(_as_list)] = Field(None, min_length=1)
     channels_last: Annotated[list[bool] | None, BeforeValidator(_as_list)] = Field(None, min_length=1)
+    ddp: DdpConfig | None = Field(None, description="run data-parallel: world sizes and comm hooks (axes)")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_ddp(self, handler):
+        """No `ddp` key when there is no block: configs, hashes and setups of other cells stay as they were."""
+        data = handler(self)
+        if self.ddp is None and isinstance(data, dict):
+            data.pop("ddp", None)
+        return data
 
     @property
     def fixed_batch_sizes(self) -> list[int]:
@@ -101,9 +111,15 @@ class _WorkloadBase(FrozenModel):
             values = getattr(self, axis) or []
             if len(set(values)) != len(values):
                 raise ValueError(f"{axis} must not repeat: {values}")
+        if self.ddp is not None and AUTO_BATCH in self.batch_sizes:
+            raise ValueError("ddp cells need fixed batch sizes (batch_sizes auto searches one device, not a group)")
         if True in (self.channels_last or []) and not self.image_inputs:
             raise ValueError(f"channels_last applies to image workloads; {self.workload} has no 4-D inputs")  # type: ignore[attr-defined]
         return self
+
+    def ddp_cells(self) -> list[DdpCell | None]:
+        """This workload's places on the DDP axes; [None] (one plain cell) without a ddp block."""
+        return self.ddp.cells() if self.ddp is not None else [None]
 
     def layouts(self, matrix_layouts: list[bool]) -> list[bool]:
         """This workload's memory layouts (channels_last or not): its own list, else the matrix's

@@ -73,6 +73,15 @@ class Row(BaseModel):
     parity: str | None  # pass, fail or indicative (against fp32); null for fp32 and where a side is missing
     parity_delta: float | None
     parity_tolerance: float | None
+    world_size: int | None = None  # DDP: ranks; null for a cell that is not data-parallel
+    comm_hook: str | None = None  # DDP: none (float32 all-reduce), fp16 or bf16
+    comm_share: float | None = None  # DDP: share of the synced step spent communicating
+    scaling_efficiency: float | None = None  # DDP: throughput / (world size x world size 1's), same hook
+    world_parity: str | None = None  # DDP: against world size 1 (same hook, precision)
+    world_parity_delta: float | None = None
+    hook_step_ratio: float | None = None  # DDP: step time / plain all-reduce's, same world size
+    hook_parity: str | None = None  # DDP: against plain all-reduce (same world size, precision)
+    hook_parity_delta: float | None = None
 
 
 class Report(BaseModel):
@@ -142,13 +151,21 @@ def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:
 def _row(row: SummaryRow, machine_id: str, baseline: str) -> Row:
     speedup, interval = row.speedup_against(baseline)
     p = row.parity
-    own = ("machine", "speedup", "speedup_interval", "parity")  # what the report restates
+    own = ("machine", "speedup", "speedup_interval", "parity", "world_parity", "hook_parity")  # restated below
     shared = {key: value for key, value in row.as_dict().items() if key in Row.model_fields and key not in own}
     return Row(
         **shared, machine=machine_id, variant=row.variant, batch=row.batch, speedup=speedup, speedup_interval=interval,
         speedup_vs_fp32=row.speedup, parity=p.verdict if p else None, parity_delta=p and p.delta,
-        parity_tolerance=p and p.tolerance,
+        parity_tolerance=p and p.tolerance, **_ddp_parities(row),
     )  # fmt: skip
+
+
+def _ddp_parities(row: SummaryRow) -> dict[str, Any]:
+    world, hook = row.world_parity, row.hook_parity
+    return {
+        "world_parity": world and world.verdict, "world_parity_delta": world and world.delta,
+        "hook_parity": hook and hook.verdict, "hook_parity_delta": hook and hook.delta,
+    }  # fmt: skip
 
 
 def _machine_objects(records: Sequence[CellRecord]) -> dict[str, Machine]:

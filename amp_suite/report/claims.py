@@ -30,6 +30,7 @@ class Thresholds:
     memory_ratio: float = 1.0  # "lowers peak memory": the median AMP/fp32 peak-memory ratio is below this
     underflow_fraction: float = 0.01  # a workload "has small gradients" when this share is below fp16's floor
     recommendation_slack: float = 0.05  # the recommended mode counts as fastest within 5% of the fastest
+    comm_bound_share: float = 0.5  # DDP: communication "is the bottleneck" when it takes at least this share of a step
 
 
 THRESHOLDS = Thresholds()
@@ -236,6 +237,33 @@ def pre_volta_little_gain(e: Evidence, t: Thresholds) -> Verdict:
     return ("contradicted" if high else "supported"), f"best AMP speedup over fp32: {_listing(best)}"
 
 
+def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
+    """At the largest world size measured, with plain (float32) all-reduce under fp16/bf16 autocast:
+    does communication take at least comm_bound_share of the step? The compression hooks' step
+    time and parity at that world size are the evidence beside it."""
+    rows = [r for r in e.ok(AMP_MODES) if r.world_size and r.world_size > 1 and r.comm_share is not None]
+    plain = [r for r in rows if r.comm_hook == "none"]
+    if not plain:
+        why = "no fp16/bf16 DDP run with plain all-reduce at world size 2 or more"
+        return "not measured here", why + (" (only world size 1)" if any(r.world_size for r in e.rows) else "")
+    largest = max(r.world_size for r in plain)
+    at = [r for r in plain if r.world_size == largest]
+    bound = [r for r in at if r.comm_share >= t.comm_bound_share]
+    shares = "; ".join(f"{r.where} {r.precision} {r.comm_share:.0%}" for r in at)
+    hooks = [r for r in rows if r.world_size == largest and r.comm_hook != "none" and r.hook_step_ratio is not None]
+    hooked = "; ".join(
+        f"{r.precision} {r.comm_hook} hook: step x{r.hook_step_ratio:.2f}, parity {_verdict_of(r.hook_parity)}"
+        for r in hooks
+    )
+    evidence = f"communication share of the step at world size {largest}: {shares} (claim: >= {t.comm_bound_share:.0%})"
+    evidence += f"; compressed hooks vs float32 all-reduce: {hooked}" if hooked else "; no compressed hook run"
+    return ("supported" if bound else "contradicted"), evidence
+
+
+def _verdict_of(parity: object) -> str:
+    return getattr(parity, "verdict", "-")
+
+
 CLAIMS: dict[str, tuple[str, Check]] = {
     "tensor_core_speedup": (
         "On tensor-core GPUs, matmul-heavy models train about 1.5-3x faster with AMP (against TF32 where the GPU"
@@ -259,6 +287,11 @@ CLAIMS: dict[str, tuple[str, Check]] = {
     ),
     "loss_softmax_float32": ("Under autocast, the loss and softmax stay in float32.", loss_softmax_float32),
     "pre_volta_little_gain": ("Pre-Volta GPUs (no tensor cores) gain little from AMP.", pre_volta_little_gain),
+    "ddp_communication_bound": (
+        "Under DDP, autocast leaves gradients float32, so they are all-reduced in float32: where bandwidth is"
+        " limited, communication rather than compute can become the bottleneck.",
+        ddp_communication_bound,
+    ),
 }
 
 

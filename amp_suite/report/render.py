@@ -52,6 +52,8 @@ def sections(report: Report) -> list[Section]:
         found.append(_across(report, labels))
     if any(row.max_batch for row in report.rows):
         found.append(_largest_batches(report, labels))
+    if any(row.world_size is not None for row in report.rows):
+        found.append(_data_parallel(report, labels))
     found.append(_references(report, labels))
     found.append(_claims(report, labels))
     return found
@@ -123,6 +125,32 @@ def _largest_batches(report: Report, labels: dict[str, str]) -> Section:
     )
     headers = ("machine", "matrix", "workload", "variant", "precision", "largest batch", "vs fp32", "throughput")
     return Section("Largest batch that fits", intro, headers, rows)
+
+
+def _data_parallel(report: Report, labels: dict[str, str]) -> Section:
+    rows = [
+        [labels[r.machine], r.matrix, r.workload, r.batch, r.precision, str(r.world_size), r.comm_hook or "none",
+         r.status, _rate(r.throughput, r.unit), _share(r.comm_share), _share(r.scaling_efficiency),
+         _verdict(r.world_parity, r.world_parity_delta), _x(r.hook_step_ratio),
+         _verdict(r.hook_parity, r.hook_parity_delta)]
+        for r in report.rows if r.world_size is not None
+    ]  # fmt: skip
+    intro = (
+        "DDP cells: every rank at the listed batch (weak scaling), throughput over all ranks. Communication share:"
+        " 1 - (step without gradient sync) / (step with it), same batches. Scaling efficiency: throughput / (world"
+        " size x world size 1's). World parity: against world size 1; hook: against plain float32 all-reduce."
+    )
+    headers = ("machine", "matrix", "workload", "batch/rank", "precision", "world", "hook", "status", "throughput",
+               "comm share", "scaling eff.", "parity vs world 1", "hook step time", "hook parity")  # fmt: skip
+    return Section("Data-parallel (DDP)", intro, headers, rows)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _verdict(verdict: str | None, delta: float | None) -> str:
+    return "-" if verdict is None else f"{verdict} ({delta:+.4g})"
 
 
 def _across_cell(row: Row | None, baseline: str) -> str:

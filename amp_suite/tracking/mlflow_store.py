@@ -44,6 +44,7 @@ METRIC_FIELDS = (
     "grad_underflow_fraction", "loss_scale", "skipped_steps", "loss_scale_drops", "duration_s", "warmup_s",
     "energy_j", "energy_j_per_sample", "power_w", "sm_clock_mhz_start", "sm_clock_mhz_end",
     "temperature_c_start", "temperature_c_end",
+    "world_size", "comm_share", "comm_share_raw", "step_time_ms_no_sync_p50", "step_time_ms_no_sync_mean",
 )  # fmt: skip
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # not the GenAI view
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits

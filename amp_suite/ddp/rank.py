@@ -1,0 +1,204 @@
+"""One DDP rank: `python -m amp_suite.ddp.rank <spec.json> <folder>`, started by amp_suite.ddp.launch.
+
+It builds the cell exactly as a single-device cell does (amp_suite.cell.prepare: same seed, same
+initial weights, the precision policy with its own GradScaler), wraps the model in
+DistributedDataParallel, and trains its shard of the seeded batch stream. The timed steps
+synchronise gradients as DDP always does; then, after validation, the same batches run again
+inside `no_sync()` (no all-reduce), and the difference is what communication costs. It writes
+`rank<N>.json` in the folder: {"fields": ...} or {"error": ..., "oom": ...}.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import traceback
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from amp_suite import compilation
+from amp_suite.cell import Curves, cudnn_autotune, prepare, warm_up
+from amp_suite.config import CellSpec
+from amp_suite.data import DeviceBatches, batch_order, order_hash
+from amp_suite.ddp.launch import backend
+from amp_suite.diagnostics.dtype_audit import audit_step
+from amp_suite.diagnostics.flops import count_step_flops
+from amp_suite.diagnostics.nonfinite import first_nonfinite_step
+from amp_suite.diagnostics.underflow import grad_underflow_fraction
+from amp_suite.gpu_state import GpuState
+from amp_suite.measure import PeakMemory, Spread, make_step_timer, release_cached_blocks, step_stats
+from amp_suite.precision import PrecisionPolicy, make_policy, observed_matmul_dtype
+from amp_suite.results import describe_error
+
+COMM_HOOKS = {"none": None, "fp16": "fp16_compress_hook", "bf16": "bf16_compress_hook"}
+
+
+def main(argv: list[str]) -> int:
+    _stop_with_parent()
+    spec_path, folder = Path(argv[1]), Path(argv[2])
+    rank = int(os.environ["RANK"])
+    try:
+        fields = run_rank(CellSpec.model_validate_json(spec_path.read_text()), rank, int(os.environ["WORLD_SIZE"]))
+        _write(folder / f"rank{rank}.json", {"fields": fields})
+        return 0
+    except Exception as exc:  # the launcher stops the other ranks; the record gets this line
+        traceback.print_exc()
+        oom = isinstance(exc, torch.OutOfMemoryError)
+        _write(folder / f"rank{rank}.json", {"error": describe_error(exc, limit=400), "oom": oom})
+        return 1
+
+
+def run_rank(spec: CellSpec, rank: int, world: int) -> dict[str, Any]:
+    device = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if spec.device == "cuda" else "cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    else:
+        # One intra-op thread per rank, as torchrun sets: a rank stands for one device, world size N
+        # uses N cores. Several threads per rank make OpenMP's spinning workers fight gloo's own
+        # threads for the cores (measured on a 2-core box: a 1.5 ms MLP step took 47 ms).
+        torch.set_num_threads(1)
+    dist.init_process_group(backend(device), device_id=device if device.type == "cuda" else None)
+    try:
+        with make_policy(spec.precision, device.type).numerics(), cudnn_autotune(device):
+            return measure_rank(spec, device, rank, world)
+    finally:
+        dist.destroy_process_group()
+
+
+def measure_rank(spec: CellSpec, device: torch.device, rank: int, world: int) -> dict[str, Any]:
+    assert spec.ddp is not None
+    session = prepare(spec, device)
+    policy, model, loss = session.policy, session.model, session.workload.loss
+    # One seeded stream of batches for every world size; rank r takes every world-th of it.
+    stream = batch_order(len(session.data.train), spec.batch_size, world * (spec.warmup_steps + spec.steps), spec.seed)
+    mine = stream[rank::world]
+    batches = DeviceBatches(session.data.train, mine)
+    matmul_dtype = observed_matmul_dtype(policy, device)
+    if matmul_dtype != policy.compute_dtype:
+        raise RuntimeError(f"{policy.name} expected matmuls in {policy.compute_dtype}, got {matmul_dtype}")
+    diagnostics = _diagnostics(model, loss, policy, batches) if rank == 0 else {}
+    release_cached_blocks(device)
+    wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    _register_hook(wrapped, spec.ddp.comm_hook)
+    trainer = replace(session.trainer, model=compilation.compiled(wrapped, spec.compile))
+    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, _no_progress)
+
+    dist.barrier()  # the ranks start the timed steps together
+    timer = make_step_timer(device, spec.steps)
+    with PeakMemory(device) as memory, GpuState(device) as gpu:
+        measured = trainer.run(batches, spec.steps, timer)
+        times_ms, span_s = timer.read()  # synchronises once
+    loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
+    validation = session.workload.evaluate(model, session.data.validation, spec.batch_size, policy.forward_context)
+
+    # The same batches again without the all-reduce. The ranks' weights drift apart from here on:
+    # everything the record says about the model was measured above.
+    replay = DeviceBatches(session.data.train, mine[spec.warmup_steps :])
+    dist.barrier()
+    no_sync_timer = make_step_timer(device, spec.steps)
+    with wrapped.no_sync():
+        trainer.run(replay, spec.steps, no_sync_timer)
+    no_sync = step_stats(no_sync_timer.read()[0])
+    stats = step_stats(times_ms)
+    spread = Spread.of(times_ms, spec.batch_size * world)
+    raw_share = 1 - no_sync.p50_ms / stats.p50_ms
+    flops = diagnostics.get("flops_per_step")
+    return {
+        **diagnostics,
+        "throughput": world * spec.batch_size * spec.steps / span_s,  # global samples/s
+        "warmup_s": warmup_s,
+        "host_syncs_per_step": host_syncs,
+        "tflops": None if flops is None else world * flops * spec.steps / span_s / 1e12,
+        "throughput_windows": spread.windows,
+        "throughput_spread": spread.spread,
+        "noisy": spread.noisy,
+        "step_time_ms_p50": stats.p50_ms,
+        "step_time_ms_p90": stats.p90_ms,
+        "step_time_ms_mean": stats.mean_ms,
+        "step_time_ms_stdev": stats.stdev_ms,
+        "step_time_ms_no_sync_p50": no_sync.p50_ms,
+        "step_time_ms_no_sync_mean": no_sync.mean_ms,
+        "comm_share_raw": raw_share,
+        "comm_share": max(0.0, raw_share),
+        "ddp_backend": backend(device),
+        "rank_threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "peak_memory_mb": memory.peak_mb,
+        "peak_memory_reserved_mb": memory.reserved_mb,
+        "peak_memory_kind": memory.kind,
+        "final_loss": loss_curve[-1],
+        "loss_curve": loss_curve,
+        "val_metric_name": session.workload.primary_metric,
+        "val_metric": validation[session.workload.primary_metric],
+        "val_higher_is_better": session.workload.higher_is_better,
+        "val_metrics": validation,
+        "val_loss": validation["val_loss"],
+        "data_source": session.data.source,
+        "data_fingerprint": session.data.fingerprint,
+        "train_samples": len(session.data.train),
+        "val_samples": len(session.data.validation),
+        "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
+        "batch_order_hash": order_hash(stream),  # the whole stream: equal across ranks and world sizes' prefixes
+        **gpu.fields(spec.batch_size * spec.steps),  # this rank's GPU and its own samples
+        **policy.telemetry(),
+        **_check_finite(warmup, measured, policy, rank),
+    }
+
+
+def _diagnostics(model, loss, policy, batches: DeviceBatches) -> dict[str, Any]:
+    """Rank 0's view of one local step, on copies, before DDP wraps the model (no communication)."""
+    return {
+        "grad_underflow_fraction": grad_underflow_fraction(model, loss, *batches.peek()),
+        "dtype_audit": audit_step(model, loss, policy, *batches.peek()),
+        "flops_per_step": count_step_flops(model, loss, policy, *batches.peek()),  # one rank's batch
+    }
+
+
+def _check_finite(warmup: Curves, measured: Curves, policy: PrecisionPolicy, rank: int) -> dict[str, Any]:
+    """The first inf/NaN step. Gradients are averaged over the ranks, so a non-finite one shows on
+    rank 0 too. Unlike a single-device cell, the step is not replayed to name the module."""
+    losses = torch.cat([warmup[0], measured[0]])
+    grad_norms = None if policy.skips_nonfinite_steps else torch.cat([warmup[1], measured[1]])
+    step = first_nonfinite_step(losses, grad_norms)  # synchronises; after the timed steps
+    if step is None:
+        return {"nonfinite_step": None}
+    site = f"non-finite loss or gradients at step {step} (rank {rank}); DDP cells do not replay it to name the module"
+    return {"nonfinite_step": step, "nonfinite_site": site}
+
+
+def _register_hook(model: DistributedDataParallel, name: str) -> None:
+    """fp16/bf16: PyTorch's compression hooks (gradients cast to half width for the all-reduce)."""
+    if COMM_HOOKS[name] is not None:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        model.register_comm_hook(None, getattr(default_hooks, COMM_HOOKS[name]))
+
+
+def _no_progress(phase: str, done: int, total: int) -> None:
+    pass
+
+
+def _write(path: Path, payload: dict[str, Any]) -> None:
+    # allow_nan: a diverged loss is a result; the record turns NaN into its documented strings
+    path.write_text(json.dumps(payload, allow_nan=True))
+
+
+def _stop_with_parent() -> None:
+    """Linux: SIGKILL this rank when the process that launched it dies, even by SIGKILL, so a
+    killed suite never leaves ranks holding devices (they run in sessions of their own)."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the launcher died before the request was made
+            sys.exit(128 + signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
