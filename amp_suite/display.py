@@ -46,9 +46,9 @@ class RichDisplay:
     def warn(self, message: str) -> None:
         self.console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
-    def start_cell(self, spec: CellSpec, devices: Sequence[str] | None = None) -> None:
-        """A bar per running cell (several at once with --gpus, each labelled with its GPUs)."""
-        label = f"  {spec.cell_id}" + (f" [gpu {','.join(devices)}]" if devices else "")
+    def start_cell(self, spec: CellSpec, where: str | None = None) -> None:
+        """A bar per running cell (several at once with --gpus or --ray, each saying where it runs)."""
+        label = f"  {spec.cell_id}" + (f" [{where}]" if where else "")
         self.running[spec.cell_id] = (self.progress.add_task(f"{label} starting", total=None), label)
 
     def cell_progress(self, spec: CellSpec, phase: str, done: int, total: int) -> None:

@@ -27,6 +27,7 @@ class Executor(Protocol):
     def prepare(self, cells: Sequence[CellSpec]) -> list[str] | None: ...
     def unrunnable(self, spec: CellSpec) -> str | None: ...
     def runner(self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None) -> RunOne: ...
+    def where(self, held: tuple[str, ...]) -> str: ...
     def close(self) -> None: ...
 
 
@@ -58,6 +59,9 @@ class OnThisBox:
 
         return run
 
+    def where(self, held: tuple[str, ...]) -> str:
+        return f"gpu {','.join(held)}"
+
     def close(self) -> None:
         pass  # the forkserver ends with this process
 
@@ -84,6 +88,9 @@ class OnFleet:
 
     def runner(self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None) -> RunOne:
         return lambda cell, progress: self.fleet.run(cell, log, cancelled)
+
+    def where(self, held: tuple[str, ...]) -> str:
+        return "on Ray"
 
     def close(self) -> None:
         self.fleet.close()

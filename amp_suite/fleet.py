@@ -29,7 +29,8 @@ from amp_suite.worker import Cancelled
 
 MACHINE_RESOURCE = "accelerator_type:"  # Ray's node resource per GPU model, e.g. accelerator_type:H100
 WAIT_FOR_NODE_S = 120.0  # how long a cell waits for a node that can take it (one may be joining)
-POLL_S = 0.5
+POLL_S = 0.5  # how often a waiting cell checks for a stop
+ROOM_CHECK_S = 5.0  # how often it asks the cluster whether a node can still take it (one call to Ray's GCS)
 LOG_TAIL_BYTES = 1 << 20  # of a cell's log, what comes back to the driver
 
 
@@ -114,16 +115,20 @@ class Fleet:
         return record.model_copy(update={"log_path": str(log_path), "environment": environment})
 
     def _wait(self, ref, spec: CellSpec, cancelled: threading.Event | None) -> NodeResult:
-        ray, homeless_since = self._ray, None
+        ray, homeless_since, checked = self._ray, None, time.monotonic()
         while not ray.wait([ref], timeout=POLL_S)[0]:
             if cancelled is not None and cancelled.is_set():
                 ray.cancel(ref, force=True)
                 raise Cancelled()
+            now = time.monotonic()
+            if now - checked < ROOM_CHECK_S:
+                continue
+            checked = now
             if self.capacity(spec) > 0:
                 homeless_since = None
             elif homeless_since is None:
-                homeless_since = time.monotonic()
-            elif time.monotonic() - homeless_since > self.wait_for_node_s:
+                homeless_since = now
+            elif now - homeless_since > self.wait_for_node_s:
                 ray.cancel(ref, force=True)
                 raise NoNodeLeft(f"no node in the Ray cluster can take it any more (needs {_demand(spec)})")
         return ray.get(ref)

@@ -37,7 +37,7 @@ Reporter = Callable[[list[CellRecord]], Path]
 class Display(Protocol):
     def begin(self, to_run: int, reused: int) -> None: ...
     def warn(self, message: str) -> None: ...
-    def start_cell(self, spec: CellSpec, devices: Sequence[str] | None = None) -> None: ...
+    def start_cell(self, spec: CellSpec, where: str | None = None) -> None: ...
     def cell_progress(self, spec: CellSpec, phase: str, done: int, total: int) -> None: ...
     def finish_cell(self, record: CellRecord) -> None: ...
 
@@ -123,8 +123,8 @@ class MatrixRunner:
         ids: dict[str, tuple[str, str | None]] = {}
         done: dict[str, CellRecord] = {}
 
-        def start(spec: CellSpec, held: Sequence[str] | None = None) -> None:
-            ids[spec.cell_id] = self._start(spec, held)
+        def start(spec: CellSpec, held: tuple[str, ...] = ()) -> None:
+            ids[spec.cell_id] = self._start(spec, self.executor.where(held) if held else None)
 
         def finish(spec: CellSpec, record: CellRecord) -> None:
             done[spec.cell_id] = self._finish(record, ids.pop(spec.cell_id), invocation_id)
@@ -142,10 +142,10 @@ class MatrixRunner:
         Scheduler(slots).run(runnable, start, launch, finish, self.display.cell_progress)
         return [done[spec.cell_id] for spec in todo]
 
-    def _start(self, spec: CellSpec, devices: Sequence[str] | None = None) -> tuple[str, str | None]:
+    def _start(self, spec: CellSpec, where: str | None = None) -> tuple[str, str | None]:
         """(the record's id, its tracker run's id)."""
         record_id = new_id()
-        self.display.start_cell(spec, devices)
+        self.display.start_cell(spec, where)
         return record_id, self.tracker.start_cell(spec, record_id)
 
     def _finish(self, record: CellRecord, ids: tuple[str, str | None], invocation_id: str) -> CellRecord:

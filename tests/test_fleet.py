@@ -136,3 +136,21 @@ def test_a_lost_worker_node_leaves_failed_records_not_gaps(tmp_path, cluster):
     assert {r["status"] for r in records} == {"failed"}, stdout + stderr
     assert all(r["reason"].startswith("lost on the Ray cluster") for r in records)
     assert run.returncode == 3  # failed cells: the matrix ended, with failures
+
+
+def test_stopping_the_driver_cancels_the_cells_on_the_cluster(tmp_path, cluster):
+    matrix = _matrix(tmp_path, precisions=["fp32", "bf16"], steps=500_000, machines=["A100"])
+    out = tmp_path / "out"
+    run = start_amp_suite(
+        "run", "--matrix", str(matrix), "--out", str(out), "--device", "cpu", "--ray", cluster.address, cwd=tmp_path
+    )
+    try:
+        wait_for(lambda: len(cluster.worker_cells()) >= 2, 120, "two cells running on the worker node")
+        run.send_signal(signal.SIGTERM)  # as `docker stop` or Kubernetes would stop the driver
+        stdout, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 128 + signal.SIGTERM, stdout + stderr
+    assert not (out / "results.jsonl").exists() or read_records(out) == []  # nothing finished, nothing recorded
+    wait_for(lambda: not cluster.worker_cells(), 30, "the cells on the worker node to stop")

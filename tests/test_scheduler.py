@@ -40,9 +40,9 @@ class RecordingDisplay:
     def warn(self, message):
         self.warnings.append(message)
 
-    def start_cell(self, spec, devices=None):
+    def start_cell(self, spec, where=None):
         assert spec.cell_id not in self.started, "a cell started twice"
-        self.started[spec.cell_id] = tuple(devices) if devices else None
+        self.started[spec.cell_id] = tuple(where.removeprefix("gpu ").split(",")) if where else None
         self.threads.add(threading.current_thread().name)
 
     def cell_progress(self, spec, phase, done, total):
