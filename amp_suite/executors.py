@@ -1,9 +1,10 @@
 """Where cells run: one after another on this box, side by side on its GPUs, or on a Ray fleet.
 
-An executor answers three questions for the runner, which does everything else the same way for
-all three (records, tracker, display, batch search): how many cells may run at once (`slots`;
-None: one at a time, in this thread), why a cell cannot run here at all, and how to run one cell
-(or one batch-search probe) given the slots it holds.
+An executor answers the runner's questions, and the runner does everything else the same way for
+all three (records, tracker, display, batch search): how many cells may run at once (`prepare`
+returns the slots; None: one at a time, in the runner's thread), why a cell cannot run here at
+all (`unrunnable`), how to run one cell or one batch-search probe given the slots it holds
+(`runner`), and how to say where it runs (`where`).
 """
 
 from __future__ import annotations

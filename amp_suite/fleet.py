@@ -31,6 +31,7 @@ MACHINE_RESOURCE = "accelerator_type:"  # Ray's node resource per GPU model, e.g
 WAIT_FOR_NODE_S = 120.0  # how long a cell waits for a node that can take it (one may be joining)
 POLL_S = 0.5  # how often a waiting cell checks for a stop
 ROOM_CHECK_S = 5.0  # how often it asks the cluster whether a node can still take it (one call to Ray's GCS)
+CONNECT_TIMEOUT_S = 5.0  # for the cluster's port to answer at all
 LOG_TAIL_BYTES = 1 << 20  # of a cell's log, what comes back to the driver
 
 
@@ -71,6 +72,7 @@ class Fleet:
             import ray
         except ImportError:
             raise ConfigError("--ray needs Ray: pip install 'amp-suite[ray]' (the image has it)") from None
+        _check_reachable(os.environ.get("RAY_ADDRESS", "") if self.address == "auto" else self.address)
         try:
             ray.init(address=self.address, log_to_driver=False, logging_level="warning", configure_logging=False)
         except Exception as exc:  # ConnectionError, or Ray's own errors: all mean "no cluster there"
@@ -132,6 +134,20 @@ class Fleet:
                 ray.cancel(ref, force=True)
                 raise NoNodeLeft(f"no node in the Ray cluster can take it any more (needs {_demand(spec)})")
         return ray.get(ref)
+
+
+def _check_reachable(address: str) -> None:
+    """Ray retries a cluster that isn't there for minutes, deaf to Ctrl-C: ask its port first."""
+    if not address or address == "auto":
+        return  # Ray looks for the cluster this box belongs to, and says at once when there is none
+    client = address.startswith("ray://")
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        host, port = address.removeprefix("ray://"), "10001" if client else "6379"  # Ray's default ports
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--ray {address}: no Ray cluster answers at {host}:{port} ({describe_error(exc)})") from None
 
 
 def _demand(spec: CellSpec) -> dict[str, float]:

@@ -36,17 +36,18 @@ class GpuSelection:
 
     @classmethod
     def parse(cls, text: str) -> GpuSelection:
-        """Checks the syntax alone (no torch): all, a count, or comma-separated indexes."""
+        """Checks the syntax alone (no torch): all, a count, or comma-separated indexes ("3," is
+        GPU 3 alone, as a one-item list: a number alone is a count, as in `docker run --gpus 2`)."""
         value = text.strip()
         if value == "all":
             return cls(every=True)
-        parts = [part.strip() for part in value.split(",")]
+        parts = [part.strip() for part in value.removesuffix(",").split(",")]
         if not value or not all(part.isdigit() and len(part) <= 4 for part in parts):
-            raise ConfigError("--gpus: give all, a number of GPUs (4), or GPU indexes (0,2,3)")
-        if len(parts) == 1 and "," not in value:
+            raise ConfigError("--gpus: give all, a number of GPUs (4), or GPU indexes (0,2,3; 3, for GPU 3 alone)")
+        if "," not in value:
             count = int(parts[0])
             if count < 1:
-                raise ConfigError("--gpus: give at least 1 GPU")
+                raise ConfigError("--gpus 0: a number alone counts GPUs; for GPU 0 alone give --gpus 0, (a list)")
             return cls(first=count)
         indexes = tuple(int(part) for part in parts)
         if len(set(indexes)) != len(indexes):

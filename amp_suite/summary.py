@@ -136,6 +136,7 @@ class SummaryRow:
     world_parity: Parity | None = None  # DDP: this world size against world size 1, same hook and precision
     hook_step_ratio: float | None = None  # DDP: step time with this hook / with plain all-reduce, same world size
     hook_parity: Parity | None = None  # DDP: this hook against plain all-reduce, same world size and precision
+    gpu_type: str | None = None  # the GPU type a Ray fleet was asked to run the cell on (matrix `machines:`)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -144,7 +145,8 @@ class SummaryRow:
     def variant(self) -> str:
         ddp = "" if self.world_size is None else f", ddp x{self.world_size}"
         hook = f" {self.comm_hook} hook" if self.comm_hook not in (None, "none") else ""
-        return variant(self.compile, self.channels_last) + ddp + hook
+        on = f", on {self.gpu_type}" if self.gpu_type else ""
+        return variant(self.compile, self.channels_last) + ddp + hook + on
 
     @property
     def batch(self) -> str:
@@ -270,6 +272,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         precision=precision,
         compile=group[0].compile,
         channels_last=group[0].channels_last,
+        gpu_type=group[0].config.get("machine"),
         status=_status(group),
         reason=next((r.reason for r in group if r.reason), None),
         runs=len(ok),

@@ -96,7 +96,9 @@ def run_isolated(
                 process.join()
         reader.close()
     if record is None:
-        reason = f"worker process died ({_exit_description(process.exitcode)}); see {log_path}"
+        logged = log_path.exists() and log_path.stat().st_size > 0
+        where = f"see {log_path}" if logged else "it died before writing its log: see the suite's own output"
+        reason = f"worker process died ({_exit_description(process.exitcode)}); {where}"
         record = CellRecord.for_spec(spec, "failed", reason)
     return record.model_copy(update={"log_path": str(log_path)})
 

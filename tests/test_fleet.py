@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import psutil
@@ -18,7 +19,6 @@ import yaml
 from conftest import amp_suite, embedded, free_port, read_records, runs_in, start_amp_suite, tiny_matrix, wait_for
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
 
 RAY = shutil.which("ray", path=str(Path(os.sys.executable).parent))
 
@@ -95,6 +95,7 @@ def _matrix(tmp_path: Path, **overrides) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_matrix_runs_on_the_fleet_and_every_record_arrives_exactly_once(tmp_path, cluster):
     matrix = _matrix(tmp_path, precisions=["fp32", "bf16"], repeats=2, machines=["A100", "H100"])
     out = tmp_path / "out"
@@ -116,6 +117,7 @@ def test_a_matrix_runs_on_the_fleet_and_every_record_arrives_exactly_once(tmp_pa
     assert sorted(run.info.run_name for run in children) == sorted(ids)  # mirrored once each
 
 
+@pytest.mark.slow
 def test_a_lost_worker_node_leaves_failed_records_not_gaps(tmp_path, cluster):
     matrix = _matrix(tmp_path, precisions=["fp32", "bf16"], repeats=2, steps=500_000, machines=["A100"])
     out = tmp_path / "out"
@@ -138,6 +140,7 @@ def test_a_lost_worker_node_leaves_failed_records_not_gaps(tmp_path, cluster):
     assert run.returncode == 3  # failed cells: the matrix ended, with failures
 
 
+@pytest.mark.slow
 def test_stopping_the_driver_cancels_the_cells_on_the_cluster(tmp_path, cluster):
     matrix = _matrix(tmp_path, precisions=["fp32", "bf16"], steps=500_000, machines=["A100"])
     out = tmp_path / "out"
@@ -154,3 +157,17 @@ def test_stopping_the_driver_cancels_the_cells_on_the_cluster(tmp_path, cluster)
     assert run.returncode == 128 + signal.SIGTERM, stdout + stderr
     assert not (out / "results.jsonl").exists() or read_records(out) == []  # nothing finished, nothing recorded
     wait_for(lambda: not cluster.worker_cells(), 30, "the cells on the worker node to stop")
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}"])
+def test_no_cluster_at_the_address_is_a_one_line_error_in_seconds(tmp_path, address):
+    address = address.format(port=free_port())  # nothing listens there
+    clock = time.monotonic()
+    done = amp_suite(
+        "run", "--matrix", str(_matrix(tmp_path)), "--out", str(tmp_path / "out"), "--device", "cpu", "--ray", address,
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"--ray {address}: no Ray cluster answers" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert time.monotonic() - clock < 30  # Ray's own retries would take minutes
+    assert not (tmp_path / "out").exists()

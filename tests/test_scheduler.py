@@ -151,7 +151,7 @@ def _most_at_once(records) -> int:
 
 @pytest.mark.parametrize(
     ("text", "visible", "devices"),
-    [("all", 3, ["0", "1", "2"]), ("2", 3, ["0", "1"]), ("2,0", 3, ["2", "0"]), (" 1 ", 4, ["0"])],
+    [("all", 3, ["0", "1", "2"]), ("2", 3, ["0", "1"]), ("2,0", 3, ["2", "0"]), (" 1 ", 4, ["0"]), ("2,", 3, ["2"])],
 )
 def test_gpus_names_the_devices(text, visible, devices):
     assert GpuSelection.parse(text).resolve(visible) == devices
@@ -159,8 +159,8 @@ def test_gpus_names_the_devices(text, visible, devices):
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("", "give all"), ("two", "give all"), ("0,,1", "give all"), ("-1", "give all"), ("0", "at least 1"),
-     ("1,1", "repeats"), ("99999", "give all")],
+    [("", "give all"), ("two", "give all"), ("0,,1", "give all"), ("-1", "give all"), ("0", "give --gpus 0, "),
+     ("1,1", "repeats"), ("99999", "give all"), (",", "give all")],
 )  # fmt: skip
 def test_a_bad_gpus_value_says_what_to_give(text, message):
     with pytest.raises(ConfigError, match=message):

@@ -107,11 +107,11 @@ def split_names(option: str, values: Optional[str]) -> Optional[list[str]]:
     return names
 
 
+SHIPPED_MATRICES = ", ".join(sorted(path.stem for path in EXPERIMENTS_DIR.glob("*.yaml")))
 MatrixOption = Annotated[
     Optional[Path],
     typer.Option(
-        help="Matrix YAML, or a shipped matrix's name (smoke, default, failure-modes, gpu-check)"
-        " [default: default on CUDA, else smoke]"
+        help=f"Matrix YAML, or a shipped matrix's name ({SHIPPED_MATRICES}) [default: default on CUDA, else smoke]"
     ),
 ]
 OutOption = Annotated[

@@ -49,7 +49,7 @@ def run(
     resume: Annotated[bool, typer.Option(help="Skip cells already recorded ok in <out>/results.jsonl.")] = False,
     gpus: Annotated[
         Optional[str],
-        typer.Option(help="Run cells concurrently, one per GPU: all, a count (4) or indexes (0,2) [default: in turn]"),
+        typer.Option(help="Run cells side by side, one per GPU: all, a count (4) or indexes (0,2; 3, alone)"),
     ] = None,
     ray: Annotated[
         Optional[str],
@@ -70,7 +70,10 @@ def run(
             raise ConfigError("--gpus and --ray: choose one (on a Ray cluster, each cell asks Ray for its GPUs)")
         path = resolve_matrix(matrix) if matrix is not None else None
         selected = load_matrix(path).select(*selection) if path is not None else None
-        resolved_device = _fleet_device(device) if ray is not None else _local_device(device)
+        if ray is not None:
+            resolved_device = _fleet_device(device)
+        else:  # with --gpus, no GPU is an error, not a note that the CPU will do
+            resolved_device = _local_device(device, announce=selection_of_gpus is None)
         if path is None:
             path = default_matrix(resolved_device)
             say(f"No --matrix given: running {path} for device {resolved_device}.")
@@ -94,9 +97,9 @@ def run(
         executor.close()
 
 
-def _local_device(choice: DeviceChoice) -> str:
+def _local_device(choice: DeviceChoice, announce: bool) -> str:
     resolved = resolve_device(choice)  # the first torch import: after the cheap checks
-    if resolved == "cpu" and choice is DeviceChoice.auto:
+    if resolved == "cpu" and choice is DeviceChoice.auto and announce:
         say("No CUDA GPU is visible to PyTorch: running on the CPU.")
     return resolved
 

@@ -240,7 +240,9 @@ def pre_volta_little_gain(e: Evidence, t: Thresholds) -> Verdict:
 def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
     """At the largest world size measured, with plain (float32) all-reduce under fp16/bf16 autocast:
     does communication take at least comm_bound_share of the step? The compression hooks' step
-    time and parity at that world size are the evidence beside it."""
+    time and parity at that world size are the evidence beside it. The claim is about an
+    interconnect's bandwidth: ranks exchanging gradients through one CPU's memory (gloo) measure
+    per-call latency instead, and a share read off noisy steps decides nothing."""
     rows = [r for r in e.ok(AMP_MODES) if r.world_size and r.world_size > 1 and r.comm_share is not None]
     plain = [r for r in rows if r.comm_hook == "none"]
     if not plain:
@@ -248,15 +250,20 @@ def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
         return "not measured here", why + (" (only world size 1)" if any(r.world_size for r in e.rows) else "")
     largest = max(r.world_size for r in plain)
     at = [r for r in plain if r.world_size == largest]
-    bound = [r for r in at if r.comm_share >= t.comm_bound_share]
-    shares = "; ".join(f"{r.where} {r.precision} {r.comm_share:.0%}" for r in at)
+    shares = "; ".join(f"{r.where} {r.precision} {r.comm_share:.0%}" + (" (noisy)" if r.noisy else "") for r in at)
+    evidence = f"communication share of the step at world size {largest}: {shares} (claim: >= {t.comm_bound_share:.0%})"
     hooks = [r for r in rows if r.world_size == largest and r.comm_hook != "none" and r.hook_step_ratio is not None]
     hooked = "; ".join(
         f"{r.precision} {r.comm_hook} hook: step x{r.hook_step_ratio:.2f}, parity {_verdict_of(r.hook_parity)}"
         for r in hooks
     )
-    evidence = f"communication share of the step at world size {largest}: {shares} (claim: >= {t.comm_bound_share:.0%})"
     evidence += f"; compressed hooks vs float32 all-reduce: {hooked}" if hooked else "; no compressed hook run"
+    if e.machine.device_type != "cuda":
+        return "not measured here", f"ranks on one CPU (gloo) measure per-call latency, not an interconnect; {evidence}"
+    steady = [r for r in at if not r.noisy]
+    if not steady:
+        return "not measured here", f"every such run was noisy; {evidence}"
+    bound = [r for r in steady if r.comm_share >= t.comm_bound_share]
     return ("supported" if bound else "contradicted"), evidence
 
 

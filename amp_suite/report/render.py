@@ -130,7 +130,8 @@ def _largest_batches(report: Report, labels: dict[str, str]) -> Section:
 def _data_parallel(report: Report, labels: dict[str, str]) -> Section:
     rows = [
         [labels[r.machine], r.matrix, r.workload, r.batch, r.precision, str(r.world_size), r.comm_hook or "none",
-         r.status, _rate(r.throughput, r.unit), _share(r.comm_share), _share(r.scaling_efficiency),
+         r.status + (", noisy" if r.noisy else ""), _rate(r.throughput, r.unit), _share(r.comm_share),
+         _share(r.scaling_efficiency),
          _verdict(r.world_parity, r.world_parity_delta), _x(r.hook_step_ratio),
          _verdict(r.hook_parity, r.hook_parity_delta)]
         for r in report.rows if r.world_size is not None
