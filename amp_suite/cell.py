@@ -27,6 +27,7 @@ from amp_suite.machine import Machine
 from amp_suite.measure import (
     PeakMemory,
     Spread,
+    StepStats,
     make_step_timer,
     memory_at_oom,
     release_cached_blocks,
@@ -160,6 +161,21 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
         "flops_per_step": flops,
         "host_syncs_per_step": host_syncs,
         "tflops": flops * spec.steps / span_s / 1e12,
+        **timed_fields(stats, spread, memory),
+        **trained_fields(session, loss_curve, validation),
+        "grad_underflow_fraction": underflow,
+        "dtype_audit": audit,
+        "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
+        "batch_order_hash": order_hash(batches.order.cpu()),
+        **gpu.fields(spec.batch_size * spec.steps),
+        **policy.telemetry(),
+        **check_finite(spec, device, policy, warmup, measured, progress),
+    }
+
+
+def timed_fields(stats: StepStats, spread: Spread, memory: PeakMemory) -> dict[str, Any]:
+    """The record's view of the timed steps: their spread, step times and peak memory."""
+    return {
         "throughput_windows": spread.windows,
         "throughput_spread": spread.spread,
         "noisy": spread.noisy,
@@ -170,6 +186,12 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
         "peak_memory_mb": memory.peak_mb,
         "peak_memory_reserved_mb": memory.reserved_mb,
         "peak_memory_kind": memory.kind,
+    }
+
+
+def trained_fields(session: Session, loss_curve: list[float], validation: dict[str, float]) -> dict[str, Any]:
+    """The record's view of what was trained: the loss curve, the validation metrics, the data."""
+    return {
         "final_loss": loss_curve[-1],
         "loss_curve": loss_curve,
         "val_metric_name": session.workload.primary_metric,
@@ -177,17 +199,10 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
         "val_higher_is_better": session.workload.higher_is_better,
         "val_metrics": validation,
         "val_loss": validation["val_loss"],
-        "grad_underflow_fraction": underflow,
-        "dtype_audit": audit,
         "data_source": session.data.source,
         "data_fingerprint": session.data.fingerprint,
         "train_samples": len(session.data.train),
         "val_samples": len(session.data.validation),
-        "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
-        "batch_order_hash": order_hash(batches.order.cpu()),
-        **gpu.fields(spec.batch_size * spec.steps),
-        **policy.telemetry(),
-        **check_finite(spec, device, policy, warmup, measured, progress),
     }
 
 

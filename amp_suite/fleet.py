@@ -102,10 +102,10 @@ class Fleet:
 
     def run(self, spec: CellSpec, log_path: Path, cancelled: threading.Event | None) -> CellRecord:
         """Run the cell on the cluster; blocks the calling thread until its record is back."""
-        options = {"max_retries": 0, "num_cpus": _demand(spec).get("CPU", 0), "num_gpus": _demand(spec).get("GPU", 0)}
-        if spec.machine:
-            options["resources"] = {MACHINE_RESOURCE + spec.machine: 0.001}  # as Ray's accelerator_type= does
-        ref = self._task.options(**options).remote(spec.model_dump_json())
+        demand = _demand(spec)
+        cpus, gpus = demand.pop("CPU"), demand.pop("GPU", 0)  # what remains: the GPU type, if any
+        task = self._task.options(max_retries=0, num_cpus=cpus, num_gpus=gpus, resources=demand)
+        ref = task.remote(spec.model_dump_json())
         try:
             result = self._wait(ref, spec, cancelled)
         except (self._ray.exceptions.RayError, NoNodeLeft) as exc:
@@ -123,7 +123,7 @@ class Fleet:
                 ray.cancel(ref, force=True)
                 raise Cancelled()
             now = time.monotonic()
-            if now - checked < ROOM_CHECK_S:
+            if now - checked < min(ROOM_CHECK_S, self.wait_for_node_s):
                 continue
             checked = now
             if self.capacity(spec) > 0:
@@ -156,7 +156,7 @@ def _demand(spec: CellSpec) -> dict[str, float]:
     if spec.device == "cuda":
         demand["GPU"] = spec.gpus
     if spec.machine:
-        demand[MACHINE_RESOURCE + spec.machine] = 0.001
+        demand[MACHINE_RESOURCE + spec.machine] = 0.001  # a sliver, as Ray's own accelerator_type= asks
     return demand
 
 

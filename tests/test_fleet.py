@@ -80,8 +80,10 @@ def _session(process: psutil.Process) -> int | None:
         return None
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
+    """One cluster for the module (starting one takes ~13 s, stopping it ~7 s); the test that kills
+    its worker node comes last."""
     cluster = LocalRayCluster()
     try:
         yield cluster.start()
@@ -118,29 +120,6 @@ def test_a_matrix_runs_on_the_fleet_and_every_record_arrives_exactly_once(tmp_pa
 
 
 @pytest.mark.slow
-def test_a_lost_worker_node_leaves_failed_records_not_gaps(tmp_path, cluster):
-    matrix = _matrix(tmp_path, precisions=["fp32", "bf16"], repeats=2, steps=500_000, machines=["A100"])
-    out = tmp_path / "out"
-    run = start_amp_suite(
-        "run", "--matrix", str(matrix), "--out", str(out), "--device", "cpu", "--ray", cluster.address,
-        cwd=tmp_path, env={"AMP_SUITE_RAY_WAIT_S": "5"},
-    )  # fmt: skip
-    try:
-        wait_for(lambda: len(cluster.worker_cells()) >= 2, 120, "two cells running on the worker node")
-        cluster.kill_worker()
-        stdout, stderr = run.communicate(timeout=300)
-    finally:
-        if run.poll() is None:
-            run.kill()
-    records = read_records(out)
-    cells = [f"mlp/bs8/seed{seed}/{precision}/on-A100" for seed in (0, 1) for precision in ("fp32", "bf16")]
-    assert sorted(r["cell_id"] for r in records) == sorted(cells)  # every cell, once
-    assert {r["status"] for r in records} == {"failed"}, stdout + stderr
-    assert all(r["reason"].startswith("lost on the Ray cluster") for r in records)
-    assert run.returncode == 3  # failed cells: the matrix ended, with failures
-
-
-@pytest.mark.slow
 def test_stopping_the_driver_cancels_the_cells_on_the_cluster(tmp_path, cluster):
     matrix = _matrix(tmp_path, precisions=["fp32", "bf16"], steps=500_000, machines=["A100"])
     out = tmp_path / "out"
@@ -157,6 +136,29 @@ def test_stopping_the_driver_cancels_the_cells_on_the_cluster(tmp_path, cluster)
     assert run.returncode == 128 + signal.SIGTERM, stdout + stderr
     assert not (out / "results.jsonl").exists() or read_records(out) == []  # nothing finished, nothing recorded
     wait_for(lambda: not cluster.worker_cells(), 30, "the cells on the worker node to stop")
+
+
+@pytest.mark.slow
+def test_a_lost_worker_node_leaves_failed_records_not_gaps(tmp_path, cluster):  # last: the node stays dead
+    matrix = _matrix(tmp_path, precisions=["fp32", "bf16"], repeats=2, steps=500_000, machines=["A100"])
+    out = tmp_path / "out"
+    run = start_amp_suite(
+        "run", "--matrix", str(matrix), "--out", str(out), "--device", "cpu", "--ray", cluster.address,
+        cwd=tmp_path, env={"AMP_SUITE_RAY_WAIT_S": "2"},
+    )  # fmt: skip
+    try:
+        wait_for(lambda: len(cluster.worker_cells()) >= 2, 120, "two cells running on the worker node")
+        cluster.kill_worker()
+        stdout, stderr = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    records = read_records(out)
+    cells = [f"mlp/bs8/seed{seed}/{precision}/on-A100" for seed in (0, 1) for precision in ("fp32", "bf16")]
+    assert sorted(r["cell_id"] for r in records) == sorted(cells)  # every cell, once
+    assert {r["status"] for r in records} == {"failed"}, stdout + stderr
+    assert all(r["reason"].startswith("lost on the Ray cluster") for r in records)
+    assert run.returncode == 3  # failed cells: the matrix ended, with failures
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}"])

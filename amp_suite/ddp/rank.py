@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from amp_suite import compilation
-from amp_suite.cell import Curves, cudnn_autotune, prepare, warm_up
+from amp_suite.cell import Curves, cudnn_autotune, prepare, timed_fields, trained_fields, warm_up
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
 from amp_suite.ddp.launch import backend
@@ -117,33 +117,14 @@ def measure_rank(spec: CellSpec, device: torch.device, rank: int, world: int) ->
         "warmup_s": warmup_s,
         "host_syncs_per_step": host_syncs,
         "tflops": None if flops is None else world * flops * spec.steps / span_s / 1e12,
-        "throughput_windows": spread.windows,
-        "throughput_spread": spread.spread,
-        "noisy": spread.noisy,
-        "step_time_ms_p50": stats.p50_ms,
-        "step_time_ms_p90": stats.p90_ms,
-        "step_time_ms_mean": stats.mean_ms,
-        "step_time_ms_stdev": stats.stdev_ms,
+        **timed_fields(stats, spread, memory),
+        **trained_fields(session, loss_curve, validation),
         "step_time_ms_no_sync_p50": no_sync.p50_ms,
         "step_time_ms_no_sync_mean": no_sync.mean_ms,
         "comm_share_raw": raw_share,
         "comm_share": max(0.0, raw_share),
         "ddp_backend": backend(device),
         "rank_threads": torch.get_num_threads() if device.type == "cpu" else None,
-        "peak_memory_mb": memory.peak_mb,
-        "peak_memory_reserved_mb": memory.reserved_mb,
-        "peak_memory_kind": memory.kind,
-        "final_loss": loss_curve[-1],
-        "loss_curve": loss_curve,
-        "val_metric_name": session.workload.primary_metric,
-        "val_metric": validation[session.workload.primary_metric],
-        "val_higher_is_better": session.workload.higher_is_better,
-        "val_metrics": validation,
-        "val_loss": validation["val_loss"],
-        "data_source": session.data.source,
-        "data_fingerprint": session.data.fingerprint,
-        "train_samples": len(session.data.train),
-        "val_samples": len(session.data.validation),
         "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
         "batch_order_hash": order_hash(stream),  # the whole stream: equal across ranks and world sizes' prefixes
         **gpu.fields(spec.batch_size * spec.steps),  # this rank's GPU and its own samples
