@@ -44,11 +44,11 @@ Progress = Callable[[str, int, int], None]
 Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms) from Trainer.run
 
 
-def _no_progress(phase: str, done: int, total: int) -> None:
+def no_progress(phase: str, done: int, total: int) -> None:
     pass
 
 
-def run_cell(spec: CellSpec, progress: Progress = _no_progress) -> CellRecord:
+def run_cell(spec: CellSpec, progress: Progress = no_progress) -> CellRecord:
     """Never raises for a cell's own failure: it comes back as status "failed" with the error, or
     "oom" when the batch did not fit in device memory."""
     started, clock = utc_now(), time.perf_counter()
@@ -136,9 +136,8 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
     if matmul_dtype != policy.compute_dtype:
         raise RuntimeError(f"{policy.name} expected matmuls in {policy.compute_dtype}, got {matmul_dtype}")
     # The diagnostics run the eager model: the same arithmetic, and nothing for the compiler to trace.
-    underflow = grad_underflow_fraction(model, session.workload.loss, *batches.peek())
-    audit = audit_step(model, session.workload.loss, policy, *batches.peek())
-    flops = count_step_flops(model, session.workload.loss, policy, *batches.peek())
+    diagnostics = step_diagnostics(model, session.workload.loss, policy, batches)
+    flops = diagnostics["flops_per_step"]
     # Their fp32 backward and model copies leave blocks in the allocator's cache; released, the
     # reserved-memory peak of the timed steps is the training's own.
     release_cached_blocks(device)
@@ -156,20 +155,28 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
     # and for the last, smaller batch.
     validation = session.workload.evaluate(model, session.data.validation, spec.batch_size, policy.forward_context)
     return {
+        **diagnostics,
         "throughput": spec.batch_size * spec.steps / span_s,
         "warmup_s": warmup_s,
-        "flops_per_step": flops,
         "host_syncs_per_step": host_syncs,
         "tflops": flops * spec.steps / span_s / 1e12,
         **timed_fields(stats, spread, memory),
         **trained_fields(session, loss_curve, validation),
-        "grad_underflow_fraction": underflow,
-        "dtype_audit": audit,
         "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
         "batch_order_hash": order_hash(batches.order.cpu()),
         **gpu.fields(spec.batch_size * spec.steps),
         **policy.telemetry(),
         **check_finite(spec, device, policy, warmup, measured, progress),
+    }
+
+
+def step_diagnostics(model: nn.Module, loss, policy: PrecisionPolicy, batches: DeviceBatches) -> dict[str, Any]:
+    """What one training step of the eager model does, on copies of the first batch: gradients
+    below fp16's range, the dtypes its ops ran in, and its FLOPs."""
+    return {
+        "grad_underflow_fraction": grad_underflow_fraction(model, loss, *batches.peek()),
+        "dtype_audit": audit_step(model, loss, policy, *batches.peek()),
+        "flops_per_step": count_step_flops(model, loss, policy, *batches.peek()),
     }
 
 
@@ -237,10 +244,7 @@ def check_finite(
     spec: CellSpec, device: torch.device, policy: PrecisionPolicy, warmup: Curves, measured: Curves, progress: Progress
 ) -> dict[str, Any]:
     """Find the first inf/NaN step; if there is one, replay it with hooks to name its source."""
-    losses = torch.cat([warmup[0], measured[0]])
-    # With a GradScaler, inf/NaN gradients are routine (the step is skipped and the scale drops).
-    grad_norms = None if policy.skips_nonfinite_steps else torch.cat([warmup[1], measured[1]])
-    step = first_nonfinite_step(losses, grad_norms)
+    step = first_bad_step(policy, warmup, measured)
     if step is None:
         return {"nonfinite_step": None}
     progress("replay", 0, step + 1)
@@ -251,6 +255,14 @@ def check_finite(
         loss, grad_norm = replay.trainer.step(*replay.batches.next())
     site = first_site(found)
     return {"nonfinite_step": step, "nonfinite_site": site.describe(step) if site else _no_site(step, loss, grad_norm)}
+
+
+def first_bad_step(policy: PrecisionPolicy, warmup: Curves, measured: Curves) -> int | None:
+    """The first step whose loss, or gradient norm, went inf/NaN (synchronises: after the timed steps)."""
+    losses = torch.cat([warmup[0], measured[0]])
+    # With a GradScaler, inf/NaN gradients are routine (the step is skipped and the scale drops).
+    grad_norms = None if policy.skips_nonfinite_steps else torch.cat([warmup[1], measured[1]])
+    return first_nonfinite_step(losses, grad_norms)
 
 
 def _no_site(step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> str:

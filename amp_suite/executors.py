@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from amp_suite.config import CellSpec
-from amp_suite.fleet import Fleet
+from amp_suite.fleet import Fleet, capacity, machine_types, slots
 from amp_suite.results import CellRecord
 from amp_suite.scheduler import cuda_visible, threads_per_cell
 from amp_suite.worker import UNPLACED, Context, Placement, cell_context, run_isolated
@@ -72,18 +72,19 @@ class OnFleet:
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
-        self.types: list[str] = []
+        self.resources: dict[str, float] = {}
 
     def prepare(self, cells: Sequence[CellSpec]) -> list[str] | None:
-        self.types = self.fleet.machine_types()
+        self.resources = self.fleet.resources()  # the cluster as the run starts
         # One slot per GPU (or core) the cluster has now; Ray places each task on a node that fits.
-        slots = self.fleet.slots(cells[0].device if cells else "cuda")
-        return [f"ray-{slot}" for slot in range(max(1, slots))]
+        count = slots(cells[0].device if cells else "cuda", self.resources)
+        return [f"ray-{slot}" for slot in range(max(1, count))]
 
     def unrunnable(self, spec: CellSpec) -> str | None:
-        if spec.machine and spec.machine not in self.types:
-            return f"no {spec.machine} node in the Ray cluster (its GPU types: {', '.join(self.types) or 'none'})"
-        if self.fleet.capacity(spec) == 0:
+        types = machine_types(self.resources)
+        if spec.machine and spec.machine not in types:
+            return f"no {spec.machine} node in the Ray cluster (its GPU types: {', '.join(types) or 'none'})"
+        if capacity(spec, self.resources) == 0:
             return "the Ray cluster has no room for it (too few GPUs or CPUs in all)"
         return None
 

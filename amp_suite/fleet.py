@@ -84,21 +84,9 @@ class Fleet:
         if self._ray is not None:
             self._ray.shutdown()
 
-    def capacity(self, spec: CellSpec) -> int:
-        """How many cells like this one the cluster can run at once now (0: no node can take it)."""
-        resources = self._ray.cluster_resources()
-        per_cell = _demand(spec)
-        fits = [int(resources.get(name, 0) // amount) for name, amount in per_cell.items()]
-        return min(fits)
-
-    def slots(self, device: str) -> int:
-        """The GPUs in the cluster (CPUs, for CPU cells): how many one-device cells fit at once."""
-        return int(self._ray.cluster_resources().get("GPU" if device == "cuda" else "CPU", 0))
-
-    def machine_types(self) -> list[str]:
-        """The GPU models the cluster's nodes have, as Ray names them."""
-        resources = self._ray.cluster_resources()
-        return sorted(name.removeprefix(MACHINE_RESOURCE) for name in resources if name.startswith(MACHINE_RESOURCE))
+    def resources(self) -> dict[str, float]:
+        """The cluster's total resources now (one call to Ray's GCS)."""
+        return self._ray.cluster_resources()
 
     def run(self, spec: CellSpec, log_path: Path, cancelled: threading.Event | None) -> CellRecord:
         """Run the cell on the cluster; blocks the calling thread until its record is back."""
@@ -126,7 +114,7 @@ class Fleet:
             if now - checked < min(ROOM_CHECK_S, self.wait_for_node_s):
                 continue
             checked = now
-            if self.capacity(spec) > 0:
+            if capacity(spec, self.resources()) > 0:
                 homeless_since = None
             elif homeless_since is None:
                 homeless_since = now
@@ -148,6 +136,21 @@ def _check_reachable(address: str) -> None:
         socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--ray {address}: no Ray cluster answers at {host}:{port} ({describe_error(exc)})") from None
+
+
+def capacity(spec: CellSpec, resources: dict[str, float]) -> int:
+    """How many cells like this one the cluster can run at once (0: no node can take it)."""
+    return min(int(resources.get(name, 0) // amount) for name, amount in _demand(spec).items())
+
+
+def slots(device: str, resources: dict[str, float]) -> int:
+    """The GPUs in the cluster (CPUs, for CPU cells): how many one-device cells fit at once."""
+    return int(resources.get("GPU" if device == "cuda" else "CPU", 0))
+
+
+def machine_types(resources: dict[str, float]) -> list[str]:
+    """The GPU models the cluster's nodes have, as Ray names them."""
+    return sorted(name.removeprefix(MACHINE_RESOURCE) for name in resources if name.startswith(MACHINE_RESOURCE))
 
 
 def _demand(spec: CellSpec) -> dict[str, float]:

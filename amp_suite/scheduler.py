@@ -18,7 +18,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from amp_suite.config import CellSpec, ConfigError
@@ -82,7 +82,6 @@ class DevicePool:
 
     def __init__(self, devices: Sequence[str]) -> None:
         self.free = list(devices)
-        self.size = len(self.free)
 
     def take(self, count: int) -> tuple[str, ...] | None:
         if count > len(self.free):
@@ -146,7 +145,7 @@ class Scheduler:
                     progress(spec, *payload)  # type: ignore[misc]
                     continue
                 pool.give_back(running.pop(spec.cell_id))
-                finish(spec, _result(payload))  # type: ignore[arg-type]
+                finish(spec, payload.result())  # type: ignore[attr-defined]  # a launch's exception raises here
         finally:
             cancelled.set()  # a no-op when every cell has finished
             executor.shutdown(wait=True)  # each cancelled cell's process is stopped within seconds
@@ -158,7 +157,3 @@ class Scheduler:
         future = executor.submit(launch, spec, devices, cancelled, report)
         future.add_done_callback(lambda done: events.put(("done", spec, done)))
 
-
-def _result(future: Future) -> object:
-    """The launch's return value; its exception, if it raised one, is raised here, in the caller's thread."""
-    return future.result()

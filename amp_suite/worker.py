@@ -131,11 +131,11 @@ class _ThrottledProgress:
             self.connection.send(("progress", (phase, done, total)))
 
 
-def _stop_with_parent() -> None:
-    """Linux: deliver SIGTERM to this process when its parent exits (prctl PR_SET_PDEATHSIG)."""
+def stop_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Linux: deliver `signum` to this process when its parent exits (prctl PR_SET_PDEATHSIG)."""
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
 
 
 def _thread_lock_for_progress_bars() -> None:
@@ -161,7 +161,7 @@ def _child_main(spec_json: str, connection: Connection, log_path: str, placement
     # Stopped by the parent (an interrupted run) or with it: exit through Python, so that what
     # the cell registered with multiprocessing's resource tracker is released, not reported leaked.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    _stop_with_parent()
+    stop_with_parent()
     _place(placement)
     _thread_lock_for_progress_bars()
     with open(log_path, "ab", buffering=0) as log:

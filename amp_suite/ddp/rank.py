@@ -10,7 +10,6 @@ inside `no_sync()` (no all-reduce), and the difference is what communication cos
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -25,18 +24,25 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from amp_suite import compilation
-from amp_suite.cell import Curves, cudnn_autotune, prepare, timed_fields, trained_fields, warm_up
+from amp_suite.cell import (
+    Curves,
+    cudnn_autotune,
+    first_bad_step,
+    no_progress,
+    prepare,
+    step_diagnostics,
+    timed_fields,
+    trained_fields,
+    warm_up,
+)
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
 from amp_suite.ddp.launch import backend
-from amp_suite.diagnostics.dtype_audit import audit_step
-from amp_suite.diagnostics.flops import count_step_flops
-from amp_suite.diagnostics.nonfinite import first_nonfinite_step
-from amp_suite.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.gpu_state import GpuState
 from amp_suite.measure import PeakMemory, Spread, make_step_timer, release_cached_blocks, step_stats
 from amp_suite.precision import PrecisionPolicy, make_policy, observed_matmul_dtype
 from amp_suite.results import describe_error
+from amp_suite.worker import stop_with_parent
 
 COMM_HOOKS = {"none": None, "fp16": "fp16_compress_hook", "bf16": "bf16_compress_hook"}
 
@@ -84,12 +90,13 @@ def measure_rank(spec: CellSpec, device: torch.device, rank: int, world: int) ->
     matmul_dtype = observed_matmul_dtype(policy, device)
     if matmul_dtype != policy.compute_dtype:
         raise RuntimeError(f"{policy.name} expected matmuls in {policy.compute_dtype}, got {matmul_dtype}")
-    diagnostics = _diagnostics(model, loss, policy, batches) if rank == 0 else {}
+    # Rank 0's view of one local step, before DDP wraps the model (no communication).
+    diagnostics = step_diagnostics(model, loss, policy, batches) if rank == 0 else {}
     release_cached_blocks(device)
     wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     _register_hook(wrapped, spec.ddp.comm_hook)
     trainer = replace(session.trainer, model=compilation.compiled(wrapped, spec.compile))
-    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, _no_progress)
+    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, no_progress)
 
     dist.barrier()  # the ranks start the timed steps together
     timer = make_step_timer(device, spec.steps)
@@ -133,21 +140,10 @@ def measure_rank(spec: CellSpec, device: torch.device, rank: int, world: int) ->
     }
 
 
-def _diagnostics(model, loss, policy, batches: DeviceBatches) -> dict[str, Any]:
-    """Rank 0's view of one local step, on copies, before DDP wraps the model (no communication)."""
-    return {
-        "grad_underflow_fraction": grad_underflow_fraction(model, loss, *batches.peek()),
-        "dtype_audit": audit_step(model, loss, policy, *batches.peek()),
-        "flops_per_step": count_step_flops(model, loss, policy, *batches.peek()),  # one rank's batch
-    }
-
-
 def _check_finite(warmup: Curves, measured: Curves, policy: PrecisionPolicy, rank: int) -> dict[str, Any]:
     """The first inf/NaN step. Gradients are averaged over the ranks, so a non-finite one shows on
     rank 0 too. Unlike a single-device cell, the step is not replayed to name the module."""
-    losses = torch.cat([warmup[0], measured[0]])
-    grad_norms = None if policy.skips_nonfinite_steps else torch.cat([warmup[1], measured[1]])
-    step = first_nonfinite_step(losses, grad_norms)  # synchronises; after the timed steps
+    step = first_bad_step(policy, warmup, measured)
     if step is None:
         return {"nonfinite_step": None}
     site = f"non-finite loss or gradients at step {step} (rank {rank}); DDP cells do not replay it to name the module"
@@ -162,23 +158,17 @@ def _register_hook(model: DistributedDataParallel, name: str) -> None:
         model.register_comm_hook(None, getattr(default_hooks, COMM_HOOKS[name]))
 
 
-def _no_progress(phase: str, done: int, total: int) -> None:
-    pass
-
-
 def _write(path: Path, payload: dict[str, Any]) -> None:
     # allow_nan: a diverged loss is a result; the record turns NaN into its documented strings
     path.write_text(json.dumps(payload, allow_nan=True))
 
 
 def _stop_with_parent() -> None:
-    """Linux: SIGKILL this rank when the process that launched it dies, even by SIGKILL, so a
-    killed suite never leaves ranks holding devices (they run in sessions of their own)."""
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:  # the launcher died before the request was made
-            sys.exit(128 + signal.SIGKILL)
+    """SIGKILL this rank when the process that launched it dies, even by SIGKILL, so a killed
+    suite never leaves ranks holding devices (they run in sessions of their own)."""
+    stop_with_parent(signal.SIGKILL)
+    if os.getppid() == 1:  # the launcher died before the request was made
+        sys.exit(128 + signal.SIGKILL)
 
 
 if __name__ == "__main__":
