@@ -5,25 +5,28 @@
 #   V100 (Volta, 7.0) and older — PyTorch's CUDA 13 wheels no longer carry sm_70:
 #     docker build -t amp-suite:cu126 --build-arg CUDA_VERSION=12.6.3 --build-arg TORCH_CUDA=cu126 .
 #
-#   docker run --gpus all -v "$PWD/runs:/runs" amp-suite:cu130
+#   docker run --gpus all --ipc=host -v "$PWD/runs:/runs" amp-suite:cu130
 #
 # Python packages come from the same constraints.txt that CI installs, so the image and CI can't
 # drift; torch, torchvision and the CUDA wheels they bring come from PyTorch's index for the chosen
-# CUDA line, pinned by that line's lock (locks/<TORCH_CUDA>.txt).
+# CUDA line (TORCH_INDEX_URL; PyPI's torch is the cu130 build too), pinned by that line's lock
+# (locks/<TORCH_CUDA>.txt).
 #
 # The base is CUDA's slim `base` flavour: torch's wheels carry their own CUDA runtime, cuBLAS,
 # cuDNN and NCCL and load those, so the `-cudnn-runtime` image's copies were never used. `base`
 # keeps what the NVIDIA container runtime needs (its environment variables, and the forward
-# compatibility libraries of the CUDA line).
+# compatibility libraries of the CUDA line). BASE_IMAGE replaces it: CI builds on a Debian
+# stand-in (scripts/container-check.sh), since it can't pull NVIDIA's; the image records the base
+# it was built on (AMP_SUITE_IMAGE_BASE).
 ARG CUDA_VERSION=13.0.2
 ARG UBUNTU_VERSION=24.04
-FROM nvidia/cuda:${CUDA_VERSION}-base-ubuntu${UBUNTU_VERSION}
+ARG BASE_IMAGE=nvidia/cuda:${CUDA_VERSION}-base-ubuntu${UBUNTU_VERSION}
+FROM ${BASE_IMAGE}
 
+ARG BASE_IMAGE
 ARG CUDA_VERSION
-ARG UBUNTU_VERSION
 ARG TORCH_CUDA=cu130
-ARG GIT_COMMIT=""
-ARG UID=1000
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/${TORCH_CUDA}
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND=noninteractive \
@@ -43,13 +46,22 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv tini wget \
     && rm -rf /var/lib/apt/lists/*
 
+# A compiler, in a layer of its own (its size shows in `docker history`): torch.compile needs one
+# at run time. On a GPU, Triton builds its launcher for every kernel with gcc (or $CC, clang) and
+# Python's headers (triton/runtime/build.py); on a CPU, inductor compiles its kernels with g++.
+# Without them no compiled cell can run. DL3008 as above: the base's release fixes the versions.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc g++ libc6-dev python3-dev \
+    && rm -rf /var/lib/apt/lists/*
+
 WORKDIR /opt/amp-suite
 COPY constraints.txt ./
 COPY locks ./locks
 RUN test -f "locks/${TORCH_CUDA}.txt" || { echo "no lock for TORCH_CUDA=${TORCH_CUDA}: see locks/" >&2; exit 1; } \
     && python3 -m venv /opt/venv \
     && pip install -c constraints.txt -c "locks/${TORCH_CUDA}.txt" \
-        --index-url "https://download.pytorch.org/whl/${TORCH_CUDA}" \
+        --index-url "${TORCH_INDEX_URL}" \
         --extra-index-url https://pypi.org/simple \
         torch torchvision
 
@@ -58,10 +70,14 @@ COPY amp_suite ./amp_suite
 COPY experiments ./experiments
 RUN pip install -c constraints.txt -c "locks/${TORCH_CUDA}.txt" ".[ray]"
 
-# Ubuntu images ship a user with UID 1000; replace it so files in the /runs volume belong to
-# the usual first user on the host.
+# Ubuntu images ship a user with UID 1000 (a Debian base has none); replace it so files in the
+# /runs volume belong to the usual first user on the host. `docker run --user "$(id -u):$(id -g)"`
+# runs as any other host user: that user has no home in the image, so HOME is one anybody can
+# write (Triton's and Hugging Face's caches live under it).
+ARG UID=1000
 RUN (userdel --remove ubuntu 2>/dev/null || true) \
     && useradd --create-home --uid "${UID}" amp \
+    && chmod 1777 /home/amp \
     && mkdir -p /runs \
     && chown amp /runs
 USER ${UID}
@@ -69,12 +85,16 @@ WORKDIR /runs
 
 # The image's identity, copied into every record's environment block. The image exists to measure
 # a GPU: without one visible (no --gpus all, a driver too old for its CUDA) `run` stops with an
-# error instead of quietly measuring the CPU (--device cpu overrides).
-ENV AMP_SUITE_OUT=/runs \
+# error instead of quietly measuring the CPU (--device cpu overrides). GIT_COMMIT is declared
+# here, last: a build argument that changes invalidates every RUN after its declaration.
+ARG GIT_COMMIT=""
+ENV HOME=/home/amp \
+    AMP_SUITE_OUT=/runs \
     AMP_SUITE_DEVICE=cuda \
-    AMP_SUITE_IMAGE_BASE="nvidia/cuda:${CUDA_VERSION}-base-ubuntu${UBUNTU_VERSION}" \
+    AMP_SUITE_IMAGE_BASE="${BASE_IMAGE}" \
     AMP_SUITE_IMAGE_CUDA="${CUDA_VERSION}" \
     AMP_SUITE_IMAGE_TORCH_INDEX="${TORCH_CUDA}" \
+    AMP_SUITE_IMAGE_TORCH_INDEX_URL="${TORCH_INDEX_URL}" \
     AMP_SUITE_GIT_COMMIT="${GIT_COMMIT}"
 VOLUME ["/runs"]
 

@@ -8,7 +8,7 @@ TORCH := torch==2.14.1
 TORCHVISION := torchvision==0.29.1
 LOCKS := -c constraints.txt -c locks/cu130.txt
 
-.PHONY: install run test lint ui lock lock-line
+.PHONY: install run test lint ui lock lock-line container-check
 
 install: $(VENV)/.installed
 
@@ -29,6 +29,9 @@ lint: install
 
 ui: install
 	$(BIN)/amp-suite ui --out $(OUT)
+
+container-check:  ## build the image with podman (a Debian stand-in base where NVIDIA's can't be pulled) and run it: no GPU, CPU matrix, stop/resume, MLflow login
+	bash scripts/container-check.sh
 
 lock:  ## resolve pyproject.toml's ranges afresh (torch pinned): constraints.txt + locks/cu130.txt
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv

@@ -3,8 +3,10 @@
 Each probe is a short run of the cell itself (diagnostics, warmup, a timed step, evaluation) in a
 fresh process, so "fits" means the cell as measured fits, and one probe's allocator state can't
 help or hurt the next. The search doubles from a small batch until one does not fit (status
-`oom`) or the workload's `samples` caps it, then bisects between the last fit and the first
+`oom`) or the training set caps it (the workload's `samples`, or fewer where real data has fewer:
+the first probe that runs reports the size), then bisects between the last fit and the first
 failure until they are within 1/16 of each other. The cell is then measured at the batch found.
+A probe that is skipped (the device can't run this precision at all) skips the cell.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class BatchSearch(BaseModel):
     limited_by: Literal["memory", "samples"] | None  # what stopped the growth; None if nothing fitted
     probes: list[tuple[int, str]]  # (batch, the probe's status) in the order they ran
     failure: str | None = None  # a probe that failed for another reason than memory ends the search
+    skipped: str | None = None  # a skipped probe's reason: no batch runs here, so the cell is skipped
 
 
 def unsupported_reason(device: str) -> str | None:
@@ -46,16 +49,17 @@ def unsupported_reason(device: str) -> str | None:
 
 
 def search_batch(spec: CellSpec, limit: int, probe: Probe) -> BatchSearch:
-    """The largest batch up to `limit` (the workload's samples) at which `spec` runs."""
-    probes = _Probes(spec, probe)
+    """The largest batch up to `limit` (the workload's samples; less if the training set is smaller)
+    at which `spec` runs."""
+    probes = _Probes(spec, probe, limit)
     batch = min(START, limit)
     while (answer := probes.fits(batch)) is False and batch > 1:  # even the start is too big: halve
         batch //= 2
     if not answer:
         return probes.result(None, None)
     good, bad = batch, None
-    while bad is None and good < limit:
-        trial = min(good * 2, limit)
+    while bad is None and good < probes.limit:
+        trial = min(good * 2, probes.limit)
         answer = probes.fits(trial)
         if answer is None:
             return probes.result(good, None)
@@ -70,22 +74,31 @@ def search_batch(spec: CellSpec, limit: int, probe: Probe) -> BatchSearch:
 
 
 class _Probes:
-    def __init__(self, spec: CellSpec, probe: Probe) -> None:
+    def __init__(self, spec: CellSpec, probe: Probe, limit: int) -> None:
         self.spec, self.probe = spec, probe
+        self.limit = limit  # the largest batch the training set allows
         self.tried: list[tuple[int, str]] = []
         self.failure: str | None = None
+        self.skipped: str | None = None
 
     def fits(self, batch: int) -> bool | None:
-        """True, False (out of memory), or None when the probe failed for another reason."""
+        """True, False (out of memory), or None when the probe was skipped or failed otherwise."""
         short = {"batch_size": batch, "steps": PROBE_STEPS, "warmup_steps": PROBE_WARMUP}
         record = self.probe(self.spec.model_copy(update=short))
         self.tried.append((batch, record.status))
         if record.status in ("ok", "diverged"):  # diverged: it ran, so it fitted
+            # `samples` only caps real data (digits has 1,437 training samples): a batch can't be larger.
+            self.limit = min(self.limit, record.train_samples or self.limit)
             return True
         if record.status == "oom":
             return False
-        self.failure = f"probe at batch {batch}: {record.status}: {record.reason or 'no reason recorded'}"
+        if record.status == "skipped":  # the device can't run this cell at any batch (bf16 on a V100)
+            self.skipped = record.reason or "skipped, no reason recorded"
+        else:
+            self.failure = f"probe at batch {batch}: {record.status}: {record.reason or 'no reason recorded'}"
         return None
 
     def result(self, found: int | None, limited_by: Literal["memory", "samples"] | None) -> BatchSearch:
-        return BatchSearch(found=found, limited_by=limited_by, probes=self.tried, failure=self.failure)
+        return BatchSearch(
+            found=found, limited_by=limited_by, probes=self.tried, failure=self.failure, skipped=self.skipped
+        )

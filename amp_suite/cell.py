@@ -42,6 +42,7 @@ from amp_suite.workloads.base import LoadedData
 # progress(phase, steps done, steps in phase)
 Progress = Callable[[str, int, int], None]
 Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms) from Trainer.run
+DIAGNOSTIC_PARTS = 4  # the step diagnostics run on micro-batches of a quarter of the batch (step_diagnostics)
 
 
 def no_progress(phase: str, done: int, total: int) -> None:
@@ -67,14 +68,14 @@ def run_cell(spec: CellSpec, progress: Progress = no_progress) -> CellRecord:
             return CellRecord.for_spec(spec, "skipped", unsupported, **fields)
         with policy.numerics() as fp32_math, cudnn_autotune(device):
             fields.update(_measure_for(spec)(spec, device, progress), fp32_math=fp32_math)
-        fields.update(utilisation(caps.type, caps.name, spec.precision, fields["tflops"]))
+        fields.update(utilisation(caps.type, caps.name, spec.precision, fields["tflops"], spec.gpus))
         status, reason = "ok", f"forced despite: {unsupported}" if unsupported else None
         if fields.get("nonfinite_step") is not None:
             status, reason = "diverged", fields["nonfinite_site"]
         return CellRecord.for_spec(spec, status, reason, duration_s=time.perf_counter() - clock, **fields)
     except torch.OutOfMemoryError as exc:  # a batch that does not fit is a result, with the memory figures
         traceback.print_exc()
-        fields.update(memory_at_oom(device))
+        fields.update(memory_at_oom(device, exc))
         reason = f"out of memory at batch {spec.batch_size}: {describe_error(exc, limit=400)}"
         return CellRecord.for_spec(spec, "oom", reason, duration_s=time.perf_counter() - clock, **fields)
     except Exception as exc:  # a failing cell is recorded and the matrix goes on
@@ -118,6 +119,8 @@ class Session:
 def prepare(spec: CellSpec, device: torch.device) -> Session:
     workload = build_workload(spec.workload, spec.channels_last)
     data = workload.load_data()
+    if spec.batch_size > len(data.train):  # `samples` only caps real data: digits has 1,437 to train on
+        raise ValueError(f"batch {spec.batch_size} is larger than the training set ({len(data.train)} samples)")
     torch.manual_seed(spec.seed)  # same initial weights for every precision
     model = workload.to_device(workload.build_model(data.train), device)
     data = data.to(device, workload.memory_format)
@@ -125,7 +128,10 @@ def prepare(spec: CellSpec, device: torch.device) -> Session:
     policy = make_policy(spec.precision, device.type)
     policy.bind(optimizer)
     order = batch_order(len(data.train), spec.batch_size, spec.warmup_steps + spec.steps, spec.seed)
-    trainer = Trainer(compilation.compiled(model, spec.compile), optimizer, policy, workload, spec.max_grad_norm)
+    trainer = Trainer(
+        compilation.compiled(model, spec.compile), optimizer, policy, workload, spec.max_grad_norm,
+        keep=compilation.kept_output(spec.compile),
+    )  # fmt: skip
     return Session(workload, data, model, policy, trainer, DeviceBatches(data.train, order))
 
 
@@ -171,12 +177,31 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
 
 
 def step_diagnostics(model: nn.Module, loss, policy: PrecisionPolicy, batches: DeviceBatches) -> dict[str, Any]:
-    """What one training step of the eager model does, on copies of the first batch: gradients
-    below fp16's range, the dtypes its ops ran in, and its FLOPs."""
+    """What one training step of the eager model does on the first batch: gradients below fp16's
+    range, the dtypes its ops ran in, and its FLOPs.
+
+    They run on micro-batches of a quarter of the batch (`diagnostics_batch_size`), so they need no
+    more memory than training does and the largest batch AMP fits (batch_sizes auto) is AMP's own: at
+    the full batch, the underflow's fp32 backward would need fp32's activations in every precision.
+    From batch 6 on, a micro-batch's fp32 activations are at most half the batch's, no more than any
+    autocast step holds (autocast at best halves them); the model copies they train take no more
+    than the optimizer's state will (AdamW, SGD with momentum).
+    """
+    inputs, targets = batches.peek()
+    size = len(inputs)
+    # Equal parts of 2 samples or more: BatchNorm can't train on one sample's 1x1 feature map.
+    parts = min(DIAGNOSTIC_PARTS, max(1, size // 2))
+    head = inputs.tensor_split(parts)[0], targets.tensor_split(parts)[0]  # the largest part
+    part = len(head[0])
+    # Every op FlopCounterMode counts (matmuls, convolutions, attention over a fixed sequence length)
+    # does the same work per sample, so the batch's FLOPs are exactly the micro-batch's times
+    # size / part (tests/test_cell.py checks the MLP, ResNet and GPT-2 against full-batch counts).
+    flops = count_step_flops(model, loss, policy, *head) * size // part
     return {
-        "grad_underflow_fraction": grad_underflow_fraction(model, loss, *batches.peek()),
-        "dtype_audit": audit_step(model, loss, policy, *batches.peek()),
-        "flops_per_step": count_step_flops(model, loss, policy, *batches.peek()),
+        "grad_underflow_fraction": grad_underflow_fraction(model, loss, inputs, targets, parts=parts),
+        "dtype_audit": audit_step(model, loss, policy, *head),  # which dtype an op runs in: not the batch's to decide
+        "flops_per_step": flops,
+        "diagnostics_batch_size": part,
     }
 
 

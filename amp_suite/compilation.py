@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -32,12 +35,60 @@ def unsupported_reason(device: torch.device, mode: str) -> str | None:
         if not has_triton():
             major, minor = torch.cuda.get_device_capability(device)
             return f"torch.compile needs Triton on this GPU: not installed, or compute capability {major}.{minor} < 7.0"
+        return _triton_build_gap()
     return None
+
+
+def _triton_build_gap() -> str | None:
+    """What Triton lacks to build its kernel launcher, a C extension it compiles at run time on
+    the first compiled call (triton/runtime/build.py): a C compiler (CC, else gcc, else clang) and
+    Python's headers. Without them every compiled cell on a GPU would fail in its first step."""
+    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None or shutil.which(compiler) is None:
+        return (
+            "torch.compile on a GPU needs a C compiler at run time (Triton builds its kernel launcher):"
+            " none on PATH (install gcc or set CC)"
+        )
+    headers = Path(sysconfig.get_paths(scheme=_python_scheme())["include"]) / "Python.h"
+    if not headers.is_file():
+        return (
+            "torch.compile on a GPU needs Python's C headers at run time (Triton builds its kernel launcher"
+            f" against them): {headers} is missing (install python3-dev)"
+        )
+    return None
+
+
+def _python_scheme() -> str:
+    """The install scheme whose include directory Triton compiles against (as build.py picks it:
+    Debian's 'posix_local' stands for 'posix_prefix')."""
+    scheme = sysconfig.get_default_scheme()
+    return "posix_prefix" if scheme == "posix_local" else scheme
 
 
 def compiled(model: nn.Module, mode: str) -> nn.Module:
     """The model as the training step calls it: itself when mode is "off"."""
     return model if mode == "off" else torch.compile(model, mode=mode)
+
+
+def uses_cuda_graphs(mode: str) -> bool:
+    """Whether `mode` replays CUDA graphs (on a GPU; a CPU ignores the option)."""
+    import torch._inductor
+
+    return mode != "off" and bool(torch._inductor.list_mode_options(mode).get("triton.cudagraphs"))
+
+
+def kept_output(mode: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """How the training step keeps a tensor past the step (the loss, for the loss curve).
+
+    A graph output under CUDA graphs lives in the graph's memory pool, which the next replay
+    overwrites ("accessing tensor output of CUDAGraphs that has been overwritten"): it must be
+    copied out, one scalar copy a step. Eager outputs are fresh tensors: detaching is enough, and
+    an eager cell pays for no copy."""
+    return _detached_copy if uses_cuda_graphs(mode) else torch.Tensor.detach
+
+
+def _detached_copy(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.detach().clone()
 
 
 def _cpp_compiler() -> str | None:

@@ -35,6 +35,7 @@ def collect(device: torch.device, caps: DeviceCaps) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         # Which GPUs the cell was given (amp-suite run --gpus), and the one it ran on.
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER"),  # how those indexes count GPUs
         "gpu_uuid": None,
     }
     env.update({name: package_version(name) for name in PACKAGES})

@@ -3,8 +3,8 @@
 Each cell is one task that asks for the GPUs it needs (one; a DDP cell its world size) and, when
 the matrix names machine types, for the resource Ray gives every node by its GPU model
 (`accelerator_type:A100`). On its node the task runs the cell as a local run does, in a fresh
-process (amp_suite.worker); the record and the cell's log come back to the driver, which writes
-results.jsonl and MLflow exactly as for a local run.
+process (amp_suite.worker) given the GPUs Ray assigned to that task; the record and the cell's
+log come back to the driver, which writes results.jsonl and MLflow exactly as for a local run.
 
 Ray retries nothing here (max_retries=0): a cell whose node is lost comes back `failed` with the
 reason, never missing and never run twice. A cell that no node left in the cluster can take (its
@@ -46,12 +46,20 @@ class NodeResult:
 
 def _run_on_node(spec_json: str) -> NodeResult:
     """The Ray task: one cell, in a fresh process of this node, its log kept in a scratch folder."""
-    from amp_suite.worker import cell_context, run_isolated
+    from amp_suite.worker import Placement, cell_context, run_isolated
 
     spec = CellSpec.model_validate_json(spec_json)
+    # Ray reuses this worker process for later tasks (max_calls defaults to 0, "no limit", unless
+    # num_gpus is given at decoration) and sets CUDA_VISIBLE_DEVICES to each task's GPUs while it
+    # runs. The cell is forked from the forkserver the first task started, which kept that task's
+    # value: name this task's GPUs to the cell (max_calls=1 would pay a new worker and forkserver,
+    # torch's import, per cell). None (a CPU run: Ray sets nothing) inherits, and every task of
+    # that run is a CPU task (a job's workers serve that job only).
+    placement = Placement(visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     with tempfile.TemporaryDirectory(prefix="amp-suite-cell-") as scratch:
         log = Path(scratch) / "cell.log"
-        record = run_isolated(cell_context([spec.workload.module]), spec, log, lambda *progress: None)
+        context = cell_context([spec.workload.module])
+        record = run_isolated(context, spec, log, lambda *progress: None, placement=placement)
         with open(log, "rb") as file:
             file.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
             text = file.read().decode(errors="replace")

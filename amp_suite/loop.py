@@ -26,6 +26,9 @@ class Trainer:
     policy: PrecisionPolicy
     workload: Workload
     max_grad_norm: float
+    # How the loss outlives its step: a copy under CUDA graphs, whose next replay overwrites it
+    # (compilation.kept_output); a plain detach otherwise.
+    keep: Callable[[torch.Tensor], torch.Tensor] = torch.Tensor.detach
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One training step; returns (loss, gradient norm) as device tensors."""
@@ -36,7 +39,7 @@ class Trainer:
         self.policy.unscale_gradients(self.optimizer)  # clip true gradients, not scaled ones
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         self.policy.optimizer_step(self.optimizer)
-        return loss.detach(), grad_norm.detach()
+        return self.keep(loss), grad_norm.detach()
 
     def run(
         self,

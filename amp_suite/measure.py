@@ -144,9 +144,21 @@ def release_cached_blocks(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def memory_at_oom(device: torch.device) -> dict[str, float | str]:
-    """What the allocator held when a cell ran out of memory, and what the device has (CUDA).
+class ForwardedOutOfMemoryError(torch.OutOfMemoryError):
+    """Another process ran out of memory (a DDP rank), raised here with its allocator's figures:
+    this process's allocator never held that process's tensors."""
+
+    def __init__(self, message: str, memory: dict[str, float | str]) -> None:
+        super().__init__(message)
+        self.memory = memory
+
+
+def memory_at_oom(device: torch.device, error: BaseException | None = None) -> dict[str, float | str]:
+    """What the allocator held when a cell ran out of memory, and what the device has (CUDA): the
+    figures `error` carries when it was forwarded from the process that ran out, else this one's.
     A CPU raises no out-of-memory error of this kind: the kernel's OOM killer ends the worker."""
+    if isinstance(error, ForwardedOutOfMemoryError):
+        return error.memory
     if device.type != "cuda":
         return {}
     return {

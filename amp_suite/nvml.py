@@ -9,6 +9,7 @@ None and its name is kept in `missing`, and every other reading stands.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from functools import cache
@@ -40,6 +41,7 @@ class NvmlDevice:
         self.nvml = nvml
         self.handle = handle
         self.missing: list[str] = []
+        self.uuid: str | None = None  # the spelling NVML knew the device by
 
     @classmethod
     def open(cls, device: torch.device, nvml: ModuleType | None = None) -> NvmlDevice:
@@ -47,11 +49,17 @@ class NvmlDevice:
         if nvml is None:
             import pynvml as nvml
         nvml.nvmlInit()
-        try:
-            return cls(nvml, nvml.nvmlDeviceGetHandleByUUID(nvml_uuid(device)))
-        except Exception:
-            nvml.nvmlShutdown()
-            raise
+        error: Exception | None = None
+        for uuid in uuid_spellings(device):
+            try:
+                opened = cls(nvml, nvml.nvmlDeviceGetHandleByUUID(uuid))
+            except Exception as exc:  # NVMLError_NotFound: the other spelling may name it
+                error = error or exc
+                continue
+            opened.uuid = uuid
+            return opened
+        nvml.nvmlShutdown()
+        raise error or LookupError("no UUID to look the device up by")
 
     def query(self, what: str, functions: str | Sequence[str], *args: Any) -> Any:
         """The first of `functions` (newest first) that answers, or None with `what` noted missing."""
@@ -79,10 +87,29 @@ class NvmlDevice:
             pass  # a failed shutdown costs nothing: the readings are taken
 
 
-def nvml_uuid(device: torch.device) -> str:
-    """The device's UUID as NVML spells it ("GPU-..."); torch leaves the prefix off."""
-    uuid = str(torch.cuda.get_device_properties(device).uuid)
-    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+def uuid_spellings(device: torch.device) -> list[str]:
+    """The device's UUID as NVML may spell it, likeliest first. torch leaves the prefix off, and
+    the same digits name a whole GPU ("GPU-...") or a MIG slice ("MIG-..."); a process given MIG
+    slices usually sees them named in CUDA_VISIBLE_DEVICES."""
+    uuid = _torch_uuid(device)
+    if uuid.startswith(("GPU-", "MIG-")):
+        return [uuid]
+    kinds = ("MIG", "GPU") if "MIG-" in os.environ.get("CUDA_VISIBLE_DEVICES", "") else ("GPU", "MIG")
+    return [f"{kind}-{uuid}" for kind in kinds]
+
+
+def nvml_uuid(device: torch.device, nvml: ModuleType | None = None) -> str:
+    """The UUID NVML knows the device by; the likeliest spelling when NVML can't be asked."""
+    try:
+        opened = NvmlDevice.open(device, nvml)
+    except Exception:  # no driver library, or NVML knows neither spelling
+        return uuid_spellings(device)[0]
+    opened.close()
+    return opened.uuid
+
+
+def _torch_uuid(device: torch.device) -> str:
+    return str(torch.cuda.get_device_properties(device).uuid)
 
 
 @cache

@@ -33,8 +33,12 @@ def peak_tflops(device_name: str, precision: str) -> float | None:
     return None
 
 
-def utilisation(device_type: str, device_name: str, precision: str, tflops: float | None) -> dict[str, float | None]:
-    """The record's `peak_tflops` and `mfu` (achieved / peak); both None off a known GPU."""
+def utilisation(
+    device_type: str, device_name: str, precision: str, tflops: float | None, devices: int = 1
+) -> dict[str, float | None]:
+    """The record's `peak_tflops` (one GPU's) and `mfu`; both None off a known GPU. `tflops` is
+    what the cell achieved on all its `devices` together (a DDP cell: its world size), so MFU is
+    achieved / (peak x devices): a fraction of what those GPUs could do, at most 1."""
     peak = peak_tflops(device_name, precision) if device_type == "cuda" else None
-    mfu = tflops / peak if peak and tflops is not None else None
+    mfu = tflops / (peak * devices) if peak and tflops is not None else None
     return {"peak_tflops": peak, "mfu": mfu}

@@ -20,29 +20,56 @@ import torch
 from amp_suite.config import PRECISIONS
 from amp_suite.hardware import DeviceCaps
 
-# Every backend switch that can make "float32" mean TF32 (or bf16 on CPUs with AMX), set through
-# torch's fp32_precision API; mixing it with the legacy allow_tf32 flags is an error in torch.
+# Every backend switch that can make "float32" mean TF32 (or bf16 on CPUs with AMX), in torch's
+# fp32_precision API: the generic default, each backend's default, then each op (later ones win).
 _FP32_MATH_SWITCHES = (
+    ("generic", lambda: torch.backends),
+    ("cudnn", lambda: torch.backends.cudnn),
+    ("mkldnn", lambda: torch.backends.mkldnn),
     ("cuda.matmul", lambda: torch.backends.cuda.matmul),
     ("cudnn.conv", lambda: torch.backends.cudnn.conv),
     ("cudnn.rnn", lambda: torch.backends.cudnn.rnn),
     ("mkldnn.matmul", lambda: torch.backends.mkldnn.matmul),
     ("mkldnn.conv", lambda: torch.backends.mkldnn.conv),
+    ("mkldnn.rnn", lambda: torch.backends.mkldnn.rnn),
 )
 
 
 @contextmanager
 def fp32_math(mode: str) -> Iterator[dict[str, str]]:
-    """Set float32 math to "ieee" or "tf32" on every backend, restoring the old values on exit."""
+    """Set float32 math to "ieee" or "tf32" on every backend, restoring the old values on exit.
+
+    torch keeps the legacy flags (float32_matmul_precision, cudnn.allow_tf32) beside the
+    fp32_precision API, and its legacy getters raise ("a mix of the legacy and new APIs") when
+    the two disagree. Inductor calls those getters while autotuning, and reads the cuDNN backend's
+    own default for its conv templates, so every one of them is set, and set alike."""
+    legacy = _legacy_flags()
     switches = [(name, get()) for name, get in _FP32_MATH_SWITCHES]
     saved = [switch.fp32_precision for _, switch in switches]
     try:
+        _set_legacy_flags("high" if mode == "tf32" else "highest", mode == "tf32")
         for _, switch in switches:
             switch.fp32_precision = mode
         yield {name: switch.fp32_precision for name, switch in switches}
     finally:
+        if legacy is not None:
+            _set_legacy_flags(*legacy)
         for (_, switch), value in zip(switches, saved, strict=True):
             switch.fp32_precision = value
+
+
+def _legacy_flags() -> tuple[str, bool] | None:
+    """(float32 matmul precision, cuDNN allow_tf32), or None where they already disagree with the
+    new API (then only the new API's values are restored)."""
+    try:
+        return torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    except RuntimeError:
+        return None
+
+
+def _set_legacy_flags(matmul_precision: str, cudnn_tf32: bool) -> None:
+    torch.set_float32_matmul_precision(matmul_precision)
+    torch.backends.cudnn.allow_tf32 = cudnn_tf32
 
 
 SCALE_DROP_WARNING = 2  # loss-scale drops in the second half of a run that raise the warning flag

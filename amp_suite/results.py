@@ -107,6 +107,9 @@ class CellRecord(BaseModel):
         None, description="share of fp32 gradients below fp16's smallest subnormal, before training"
     )
     dtype_audit: dict[str, Any] | None = Field(None, description="per-op dtypes of one step (diagnostics.dtype_audit)")
+    diagnostics_batch_size: int | None = Field(
+        None, description="the micro-batch the step diagnostics ran on (underflow, dtype audit, FLOPs; cell.py)"
+    )
     data_source: str | None = None
     data_fingerprint: str | None = None
     train_samples: int | None = None

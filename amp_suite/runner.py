@@ -162,6 +162,8 @@ class MatrixRunner:
         if unsupported:
             return CellRecord.for_spec(spec, "skipped", unsupported)
         search = self._search(spec, run, progress)
+        if search.skipped:  # no batch runs here (bf16 on a V100): the cell says why, as a fixed batch would
+            return CellRecord.for_spec(spec, "skipped", search.skipped, batch_search=search)
         if search.found is None:
             status, reason = ("failed", search.failure) if search.failure else ("oom", "not even batch 1 fits")
             return CellRecord.for_spec(spec, status, reason, batch_search=search)

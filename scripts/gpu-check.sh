@@ -1,48 +1,197 @@
 #!/usr/bin/env bash
-# One prepared command for a GPU machine: the GPU-only tests (NVML energy, clocks and throttling,
-# MFU, the largest-batch search against real CUDA out-of-memory errors), then a short but complete
-# matrix (every workload x every precision, eager and compiled: experiments/gpu-check.yaml), and,
-# on a machine with 2 or more GPUs, the multi-GPU scheduler and DDP over NCCL
-# (experiments/gpu-check-multi.yaml with --gpus all, into OUT_DIR/multi-gpu); everything written
-# to OUT_DIR, and one screen of results to paste into a report (which says when there was one GPU).
+# One prepared command for a borrowed GPU machine, sized for a short window: about 5 minutes on
+# one H200, never more than 6, each stage under a time budget of its own.
 #
 #   scripts/gpu-check.sh OUT_DIR
 #
-# Needs a Python with the suite's dependencies (PYTHON, default: .venv/bin/python, else python3).
-# Writes: nvidia-smi.txt, gpu-tests.txt, results.jsonl, run.txt, mlflow.db, logs/, gpu-check.txt,
-# and with 2+ GPUs multi-gpu/ (its own results.jsonl, run.txt, logs).
-# Exits non-zero when a GPU test fails or the matrix does not end as expected (a failed cell is
-# exit 3 from `amp-suite run`).
-set -euo pipefail
+# Stages, in order, with the estimate for one H200 (a new Python process that imports torch
+# ~5-10 s; a cell forked from the suite's forkserver 2-5 s before it trains; a cold inductor
+# compile 30-60 s, max-autotune longer) and the budget that stops it:
+#   probe         nvidia-smi, and can PyTorch see a GPU (stops here if not)        ~10 s   60 s
+#   gpu-tests     `pytest -m gpu`: NVML, CUDA timers, doctor, each precision's tiny
+#                 cell; not its batch-search test, which the next stage replaces  ~40 s  120 s
+#   batch-search  experiments/gpu-check-batch.yaml under a 2 GiB allocator cap:
+#                 fp32's and bf16's largest batch against real CUDA OOM errors
+#                 (~10 probes of 2-4 s, then two measured cells of ~6 s)          ~55 s  120 s
+#   matrix        experiments/gpu-check.yaml: the transformer eager in fp32, tf32,
+#                 fp16 and bf16 (a run's start ~10 s, then ~8 s a cell)           ~45 s  120 s
+#   compile       experiments/gpu-check-compile.yaml, tf32: MLP eager, reduce-
+#                 overhead and max-autotune, small transformer reduce-overhead
+#                 (cold compiles ~30 + ~55 + ~35 s, ~20 s of timed steps)        ~145 s  240 s
+#   multi-gpu     2+ GPUs only: experiments/gpu-check-multi.yaml, --gpus all       ~90 s  180 s
+# About 5 minutes on one H200 (~295 s). The single-GPU stages share a deadline, 345 s after the
+# start: a stage that would run past it gets only what is left, so the script ends within 6
+# minutes even when the estimates are wrong (the compiles, last, are the least certain).
+# Every timed region lasts over 1 s (NVML's energy counter needs it): see each matrix's comment.
+#
+# After every stage it appends that stage's block to OUT_DIR/gpu-check.txt (name, exit code, wall
+# time, its cells' figures) and refreshes OUT_DIR/results.jsonl and OUT_DIR/bundle.tar.gz, so a
+# run stopped at any point leaves what it did. At the end it appends the PASS/FAIL checks of the
+# GPU-only facts issue 19's fixes promise (scripts/gpu_check_summary.py). OUT_DIR gets 3 files:
+#   gpu-check.txt    the screen to paste into a report (also printed)
+#   results.jsonl    every cell's record (all matrices, the multi-GPU one too)
+#   bundle.tar.gz    everything else: nvidia-smi.txt, each stage's output (<stage>.txt),
+#                    stages.tsv, run/ (results.jsonl, invocations.jsonl, mlflow.db, logs/, report/)
+# Exits 0 only when every stage exited 0 and every check passed. Stopped by SIGINT, SIGTERM or
+# SIGHUP, it stops the stage, appends the checks of what it has, and exits 128 + the signal.
+#
+# Environment: PYTHON (default: .venv/bin/python, else python3) must hold the suite and its
+# dependencies. GPU_CHECK_TIMEOUT_<STAGE> (seconds; e.g. GPU_CHECK_TIMEOUT_COMPILE, with - as _)
+# changes a stage's budget, GPU_CHECK_TIMEOUT_TOTAL the deadline of the single-GPU stages (345 s).
+set -uo pipefail  # no -e: a failed stage is recorded, and the next one still runs
 
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR}
 out=$(realpath -m -- "$out")  # before the cd below: a relative OUT_DIR means the caller's directory
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 python=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
-mkdir -p "$out"
+mkdir -p "$out" || exit 2
+# The stages write outside OUT_DIR: if the machine is taken back mid-stage, OUT_DIR still holds
+# only the summary, the records and the bundle of the stages that finished.
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 2
+trap 'rm -rf "$work"' EXIT
+summary=$out/gpu-check.txt
+rm -f "$summary" "$out"/{results.jsonl,bundle.tar.gz,.results.partial,.bundle.partial}
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 COLUMNS=160
-
-{ nvidia-smi || echo "nvidia-smi unavailable"; } >"$out/nvidia-smi.txt" 2>&1
-"$python" -c 'import torch; assert torch.cuda.is_available(), "PyTorch sees no CUDA device"; print(torch.__version__, torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))' \
-    | tee -a "$out/nvidia-smi.txt"
-
-tests_exit=0
-"$python" -m pytest -m gpu -q -s -p no:cacheprovider tests 2>&1 | tee "$out/gpu-tests.txt" || tests_exit=$?
+BUNDLE_MAX_BYTES=$((15 * 1024 * 1024))  # a file that comes back from a borrowed machine: 16 MiB at most
+MEMORY_CAP_MB=2048  # the batch-search stage's allocator cap (experiments/gpu-check-batch.yaml)
 
 started=$(date +%s)
-run_exit=0
-"$python" -m amp_suite run --matrix experiments/gpu-check.yaml --out "$out" --device cuda 2>&1 | tee "$out/run.txt" || run_exit=$?
-wall=$(( $(date +%s) - started ))
+deadline=$((started + ${GPU_CHECK_TIMEOUT_TOTAL:-345}))
 
-gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())')
-multi_exit=0
+say() { echo "$1" | tee -a "$summary"; }
+
+collect() {  # the records and the bundle, as they stand now (written aside, then moved: never half a file)
+    if [ -f "$work/run/results.jsonl" ]; then
+        cp "$work/run/results.jsonl" "$out/.results.partial" && mv "$out/.results.partial" "$out/results.jsonl"
+    fi
+    tar -czf "$out/.bundle.partial" -C "$work" . 2>/dev/null
+    if [ "$(stat -c %s "$out/.bundle.partial" 2>/dev/null || echo 0)" -gt "$BUNDLE_MAX_BYTES" ]; then
+        # results.jsonl is the record of truth; `amp-suite sync` rebuilds an MLflow store from it.
+        tar -czf "$out/.bundle.partial" -C "$work" --exclude=./run/mlflow.db --exclude=./run/mlartifacts . 2>/dev/null
+        grep -q "bundle over" "$summary" 2>/dev/null || say "(bundle over 15 MiB: mlflow.db and mlartifacts left out)"
+    fi
+    mv "$out/.bundle.partial" "$out/bundle.tar.gz"
+}
+
+stage() {  # stage NAME BUDGET_S MATRIX|- COMMAND...: run it under its budget, then append its block
+    local name=$1 budget=$2 matrix=$3
+    shift 3
+    local override="GPU_CHECK_TIMEOUT_${name^^}"
+    override=${override//-/_}
+    budget=${!override:-$budget}
+    local left=$((deadline - $(date +%s)))
+    if [ "$left" -lt "$budget" ]; then budget=$left; fi
+    if [ "$left" -lt 5 ]; then
+        printf '%s\t%s\t%s\t%s\n' "$name" 124 0 0 >>"$work/stages.tsv"
+        say "[$name] not run: the deadline (GPU_CHECK_TIMEOUT_TOTAL) has passed"
+        return 124
+    fi
+    local begin code wall block
+    begin=$(date +%s)
+    current=$name
+    # timeout(1) runs the stage in a process group of its own and stops all of it, the cells and the
+    # forkserver too: SIGTERM first (amp-suite closes its runs and keeps every finished record). In
+    # the background, so that a signal to this script reaches on_signal at once; tail shows its output.
+    timeout --kill-after=15 "$budget" bash -c '"$@"' "$name" "$@" >"$work/$name.txt" 2>&1 </dev/null &
+    running=$!
+    tail -n +1 -s 0.2 -f --pid="$running" "$work/$name.txt" &
+    follower=$!
+    wait "$running"
+    code=$?
+    wait "$follower"
+    running="" follower=""
+    wall=$(($(date +%s) - begin))
+    printf '%s\t%s\t%s\t%s\n' "$name" "$code" "$wall" "$budget" >>"$work/stages.tsv"
+    local figures=(--exit "$code" --wall-s "$wall" --budget-s "$budget")
+    if [ "$matrix" != - ]; then figures+=(--matrix "$matrix"); fi
+    block=$("$python" scripts/gpu_check_summary.py stage "$work" "$name" "${figures[@]}") ||
+        block="[$name] exit $code, $wall s of $budget s (the summary script failed: see $name.txt in the bundle)"
+    echo
+    say "$block"
+    collect
+    return "$code"
+}
+
+running="" follower="" current=""  # the stage in progress: its timeout(1) and tail, for on_signal
+on_signal() {  # stopped from outside (Ctrl-C, a scheduler's SIGTERM): stop the stage, keep what was done
+    trap - INT TERM HUP
+    if [ -n "$running" ]; then kill -TERM "$running" 2>/dev/null && wait "$running"; fi
+    if [ -n "$follower" ]; then kill "$follower" 2>/dev/null; fi
+    say "$("$python" scripts/gpu_check_summary.py checks "$work" --gpus "${gpus:-1}")"  # what the records show so far
+    say "gpu-check: stopped by SIG$1${current:+ during the $current stage}; the blocks above are the stages that ended"
+    collect
+    exit $((128 + $2))
+}
+trap 'on_signal INT 2' INT
+trap 'on_signal TERM 15' TERM
+trap 'on_signal HUP 1' HUP
+
+probe() {
+    { nvidia-smi && nvidia-smi -L; } >"$work/nvidia-smi.txt" 2>&1 || echo "nvidia-smi unavailable" >>"$work/nvidia-smi.txt"
+    "$python" -c 'import torch
+assert torch.cuda.is_available(), "PyTorch sees no CUDA device"
+print("gpus", torch.cuda.device_count())
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}: {torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}, cc {torch.cuda.get_device_capability(0)}")'
+}
+
+amp_suite() {  # one matrix into the shared run folder (records append; the lock keeps runs apart)
+    "$python" -m amp_suite run --matrix "$1" --out "$work/run" --device cuda "${@:2}"
+}
+
+capped() {  # a command whose CUDA allocators are capped, through a sitecustomize on PYTHONPATH
+    mkdir -p "$work/hooks"
+    cat >"$work/hooks/sitecustomize.py" <<'PY'
+"""gpu-check's batch-search stage: every process's CUDA allocator capped, so the search meets a real
+CUDA out-of-memory error at a small batch. Queued for when CUDA starts: in a cell, after its fork
+from the forkserver (which never starts CUDA). It hides any other sitecustomize for this stage."""
+import os
+import sys
+
+try:
+    import torch
+
+    cap = int(os.environ["GPU_CHECK_MEMORY_CAP_MB"]) * 2**20
+
+    def _cap():
+        for index in range(torch.cuda.device_count()):
+            total = torch.cuda.get_device_properties(index).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), index)
+
+    torch.cuda._lazy_call(_cap)
+except Exception as exc:  # no cap: the searches stop at `samples` and the summary's check says so
+    print(f"gpu-check: allocator cap not set: {type(exc).__name__}: {exc}", file=sys.stderr)
+PY
+    PYTHONPATH="$work/hooks${PYTHONPATH:+:$PYTHONPATH}" GPU_CHECK_MEMORY_CAP_MB=$MEMORY_CAP_MB "$@"
+}
+
+# The stages run under timeout(1), in a bash of their own: it needs these.
+export python work MEMORY_CAP_MB
+export -f probe amp_suite capped
+
+failed=0
+echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), into $out" | tee "$summary"
+if ! stage probe 60 - probe; then
+    say "gpu-check: FAIL: no usable GPU (see nvidia-smi.txt in the bundle); nothing else was run"
+    exit 1
+fi
+gpus=$(awk '$1 == "gpus" {print $2}' "$work/probe.txt")
+gpus=${gpus:-1}
+
+# Cheap and predictable first; the cold compiles last, so that a slow compile costs only itself.
+stage gpu-tests 120 - "$python" -m pytest -m gpu -k "not largest_batch" -q -s -p no:cacheprovider tests || failed=1
+stage batch-search 120 gpu-check-batch capped amp_suite experiments/gpu-check-batch.yaml || failed=1
+stage matrix 120 gpu-check amp_suite experiments/gpu-check.yaml || failed=1
+stage compile 240 gpu-check-compile amp_suite experiments/gpu-check-compile.yaml || failed=1
 if [ "$gpus" -ge 2 ]; then
-    mkdir -p "$out/multi-gpu"
-    "$python" -m amp_suite run --matrix experiments/gpu-check-multi.yaml --out "$out/multi-gpu" --device cuda \
-        --gpus all 2>&1 | tee "$out/multi-gpu/run.txt" || multi_exit=$?
+    deadline=$(($(date +%s) + ${GPU_CHECK_TIMEOUT_MULTI_GPU:-180}))
+    stage multi-gpu 180 gpu-check-multi amp_suite experiments/gpu-check-multi.yaml --gpus all || failed=1
+else
+    say "[multi-gpu] multi-GPU and DDP: not run, this machine has $gpus GPU (they need 2 or more)"
 fi
 
 echo
-"$python" scripts/gpu_check_summary.py "$out" --tests-exit "$tests_exit" --run-exit "$run_exit" --wall-s "$wall" \
-    --gpus "$gpus" --multi-exit "$multi_exit" | tee "$out/gpu-check.txt"
-[ "$tests_exit" -eq 0 ] && [ "$run_exit" -eq 0 ] && [ "$multi_exit" -eq 0 ]
+checks=$("$python" scripts/gpu_check_summary.py checks "$work" --gpus "$gpus") || failed=1
+say "${checks:-gpu-check: FAIL: the summary script failed}"
+say "total: $(($(date +%s) - started)) s"
+collect
+exit "$failed"

@@ -1,113 +1,280 @@
 #!/usr/bin/env python3
-"""One screen a person can paste into a report: what scripts/gpu-check.sh found in OUT_DIR.
+"""The screen scripts/gpu-check.sh leaves in OUT_DIR/gpu-check.txt, one block at a time.
 
-    python scripts/gpu_check_summary.py OUT_DIR [--tests-exit N] [--run-exit N] [--wall-s S]
-                                        [--gpus N] [--multi-exit N]
+    python scripts/gpu_check_summary.py stage WORK NAME --exit N --wall-s S --budget-s S [--matrix NAME]
+    python scripts/gpu_check_summary.py checks WORK [--gpus N]
 
-Reads OUT_DIR/results.jsonl (the records of truth), OUT_DIR/nvidia-smi.txt and the last line of
-OUT_DIR/gpu-tests.txt; prints the machine, the GPU tests' result, the cells by status and one
-line per cell with the figures the GPU paths add (TFLOP/s, MFU, energy, throttling, largest batch).
-Then the multi-GPU part (OUT_DIR/multi-gpu/results.jsonl): its cells with the GPU each ran on and
-the DDP figures, or why it did not run (one GPU).
+WORK is the script's working folder: WORK/run/results.jsonl (every matrix's records, the records
+of truth), WORK/NAME.txt (each stage's output), WORK/nvidia-smi.txt and WORK/stages.tsv.
+
+`stage` prints one stage's block, which the script appends as soon as the stage ends (so a run
+cut short still leaves what it did): the stage's exit code (124: its time budget ran out), wall
+time against the budget, and its key figures: one line per cell its matrix recorded, or the last
+line of its output. `checks` prints the machine and one PASS/FAIL line per GPU-only fact that
+issue 19's fixes promise, read from the records, then the verdict; it exits 1 when a check fails.
+No torch here, and no amp_suite: the records are read as plain JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
+TIMED_OUT = 124  # timeout(1)'s exit code when the budget ran out
+# NVIDIA's UUIDs: "GPU-" or, for a MIG slice, "MIG-", then 8-4-4-4-12 hex digits.
+UUID = re.compile(r"^(GPU|MIG)-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$", re.IGNORECASE)
+LISTED_UUID = re.compile(r"UUID:\s*((?:GPU|MIG)-[0-9A-Za-z-]+)")  # nvidia-smi -L
+Check = tuple[str, str, str]  # (PASS | FAIL | n/a, what, the figures behind it)
 
-def _last_line(path: Path) -> str:
-    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()] if path.exists() else []
-    return lines[-1].strip() if lines else "(missing)"
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _number(value: object, form: str) -> str:
-    return format(value, form) if isinstance(value, int | float) else "-"
+def _format(value: object, form: str) -> str:
+    return format(value, form) if _number(value) else "-"
+
+
+def _kind(record: dict) -> str:
+    """The workload's kind (mlp, transformer, resnet), whatever label the matrix gave it."""
+    workload = (record.get("config") or {}).get("workload") or {}
+    return workload.get("workload") or record.get("workload") or "?"
+
+
+def timed_s(record: dict) -> float | None:
+    """How long the timed steps took: every rank's samples over the cell's throughput."""
+    batch, steps, rate = record.get("batch_size"), record.get("steps"), record.get("throughput")
+    if not (_number(batch) and _number(steps) and _number(rate)) or rate <= 0:
+        return None
+    return (record.get("world_size") or 1) * batch * steps / rate
+
+
+def records(work: Path) -> list[dict]:
+    path = work / "run" / "results.jsonl"
+    found = []
+    for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut off by a stage that was stopped mid-write
+        if isinstance(record, dict) and "cell_id" in record and "status" in record:
+            found.append(record)
+    return found
 
 
 def cell_line(record: dict) -> str:
     figures = [
-        f"{_number(record.get('throughput'), ',.0f')}/s",
-        f"{_number(record.get('tflops'), '.1f')} TFLOP/s",
-        f"MFU {_number(record.get('mfu'), '.0%')}",
-        f"{_number(record.get('energy_j_per_sample'), '.3g')} J/sample",
-        f"syncs/step {_number(record.get('host_syncs_per_step'), 'g')}",
+        f"{_format(record.get('throughput'), ',.0f')}/s",
+        f"{_format(record.get('tflops'), '.1f')} TFLOP/s",
+        f"MFU {_format(record.get('mfu'), '.0%')}",
+        f"{_format(record.get('energy_j_per_sample'), '.3g')} J/sample",
+        f"timed {_format(timed_s(record), '.1f')} s",
+        f"syncs/step {_format(record.get('host_syncs_per_step'), 'g')}",
     ]
+    if record.get("compile", "off") != "off":
+        figures.append(f"warmup {_format(record.get('warmup_s'), '.0f')} s")
     if record.get("throttled"):
         figures.append("THROTTLED " + ",".join(record.get("throttle_reasons") or []))
     search = record.get("batch_search")
     if search:
-        figures.append(f"largest batch {search.get('found')}")
+        figures.append(f"largest batch {search.get('found')} ({search.get('limited_by')})")
     if record.get("comm_share") is not None:
-        figures.append(f"comm {record['comm_share']:.0%} of a step")
+        figures.append(f"comm {_format(record['comm_share'], '.0%')} of a step")
     visible = (record.get("environment") or {}).get("cuda_visible_devices")
     if visible:
         figures.append(f"on GPU {visible}")
-    text = f"{record['status']:8} {record['cell_id']:44} " + " | ".join(figures)
+    text = f"  {record['status']:8} {record['cell_id']:50} " + " | ".join(figures)
     if record["status"] != "ok" and record.get("reason"):
-        text += f"\n{'':9}{record['reason'][:140]}"
+        text += f"\n{'':11}{str(record['reason'])[:140]}"
     return text
 
 
-def _records(folder: Path) -> list[dict]:
-    results = folder / "results.jsonl"
-    lines = results.read_text().splitlines() if results.exists() else []
-    return [json.loads(line) for line in lines if line.strip()]
+def by_status(found: list[dict]) -> str:
+    statuses = Counter(record["status"] for record in found)
+    return f"{len(found)} cells: " + ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
 
 
-def _by_status(records: list[dict]) -> str:
-    statuses = Counter(record["status"] for record in records)
-    return f"{len(records)} cells: " + ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+def _last_line(path: Path) -> str:
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()] if path.exists() else []
+    return lines[-1].strip()[:140] if lines else "(no output)"
 
 
-def multi_gpu(out: Path, gpus: int | None, multi_exit: int | None) -> list[str]:
-    if gpus is None:
-        return []
-    if gpus < 2:
-        return [f"multi-GPU and DDP: not run, this machine has {gpus} GPU (they need 2 or more)"]
-    records = _records(out / "multi-gpu")
-    exit_note = f" (exit {multi_exit})" if multi_exit is not None else ""
-    return [f"multi-GPU and DDP on {gpus} GPUs: {_by_status(records)}{exit_note}", *map(cell_line, records)]
+def stage_block(work: Path, name: str, code: int, wall_s: float, budget_s: float, matrix: str | None) -> str:
+    """One stage: how it ended, and what it measured (its matrix's cells) or said (its last line)."""
+    ended = f"TIMED OUT after {wall_s:.0f} s of {budget_s:.0f} s" if code == TIMED_OUT else f"exit {code}"
+    head = f"[{name}] {ended}" + ("" if code == TIMED_OUT else f", {wall_s:.0f} s of {budget_s:.0f} s")
+    if matrix is None:
+        return f"{head}: {_last_line(work / f'{name}.txt')}"
+    cells = [record for record in records(work) if record.get("matrix") == matrix]
+    return "\n".join([f"{head}: {matrix}: {by_status(cells)}", *map(cell_line, cells)])
 
 
-def summary(
-    out: Path,
-    tests_exit: int | None,
-    run_exit: int | None,
-    wall_s: float | None,
-    gpus: int | None = None,
-    multi_exit: int | None = None,
-) -> str:
-    records = _records(out)
-    machine = next((record.get("machine") or {} for record in records if record.get("machine")), {})
-    screen = [
-        f"gpu-check: {machine.get('device_name', 'no record names the device')}"
+# -- the checks: what only a GPU can show about issue 19's fixes --------------------------------
+
+
+def check_batch_search(found: list[dict]) -> Check:
+    """AMP's largest batch is measured with AMP's memory: bf16 fits more than fp32."""
+    what = "batch search: bf16 fits a larger batch than fp32"
+    searches = {r["precision"]: r["batch_search"] for r in found if r["status"] == "ok" and r.get("batch_search")}
+    missing = [precision for precision in ("fp32", "bf16") if precision not in searches]
+    skipped = [r for r in found if r["status"] == "skipped" and r.get("matrix") == "gpu-check-batch"]
+    if missing and skipped:  # bf16 on a GPU without it (a V100, a T4): nothing to compare, nothing wrong
+        return "n/a", what, f"{skipped[0]['cell_id']} skipped: {str(skipped[0].get('reason'))[:100]}"
+    if missing:
+        return "FAIL", what, f"no ok batch-search record for {', '.join(missing)}"
+    fp32, bf16 = searches["fp32"], searches["bf16"]
+    figures = ", ".join(f"{p} {s.get('found')} ({s.get('limited_by')})" for p, s in (("bf16", bf16), ("fp32", fp32)))
+    if fp32.get("limited_by") != "memory":
+        return "FAIL", what, f"{figures}: fp32 did not run out of memory, so nothing is compared"
+    larger = _number(bf16.get("found")) and _number(fp32.get("found")) and bf16["found"] > fp32["found"]
+    ratio = f", {bf16['found'] / fp32['found']:.2f}x" if larger else ""
+    return ("PASS" if larger else "FAIL"), what, figures + ratio
+
+
+# The compiled cells gpu-check runs because only a GPU can show their defects fixed.
+EXPECTED_COMPILED: tuple[tuple[str, Callable[[dict], bool]], ...] = (
+    ("tf32 + max-autotune", lambda r: r["precision"] == "tf32" and str(r.get("compile")).startswith("max-autotune")),
+    ("transformer under CUDA graphs", lambda r: _kind(r) == "transformer"
+        and r.get("compile") in ("reduce-overhead", "max-autotune")),
+    ("MLP reduce-overhead", lambda r: _kind(r) == "mlp" and r.get("compile") == "reduce-overhead"),
+)  # fmt: skip
+
+
+def check_compiled(found: list[dict]) -> Check:
+    what = "compiled cells ended ok"
+    compiled = [r for r in found if r.get("compile", "off") != "off"]
+    absent = [name for name, matches in EXPECTED_COMPILED if not any(matches(r) for r in compiled)]
+    bad = [f"{r['cell_id']} {r['status']}: {str(r.get('reason'))[:70]}" for r in compiled if r["status"] != "ok"]
+    problems = ([f"not run: {', '.join(absent)}"] if absent else []) + bad
+    if problems:
+        return "FAIL", what, "; ".join(problems)[:300]
+    return "PASS", what, f"{len(compiled)} of {len(compiled)}: " + ", ".join(name for name, _ in EXPECTED_COMPILED)
+
+
+def _mfu_check(what: str, cells: list[dict]) -> Check:
+    known = [r for r in cells if _number(r.get("peak_tflops"))]
+    unknown = Counter(r["precision"] for r in cells if not _number(r.get("peak_tflops")))
+    if not known:
+        return "n/a", what, f"none of {len(cells)} ok cells has a GPU peak in the table (no MFU to judge)"
+    bad = [r for r in known if not (_number(r.get("mfu")) and 0 < r["mfu"] <= 1)]
+    no_peak = f"; no peak for {', '.join(f'{p} ({n})' for p, n in sorted(unknown.items()))}" if unknown else ""
+    if bad:
+        listed = ", ".join(f"{r['cell_id']} {_format(r.get('mfu'), '.2f')}" for r in bad[:3])
+        return "FAIL", what, f"{len(bad)} of {len(known)} cells with a known peak: {listed}{no_peak}"
+    top = max(known, key=lambda r: r["mfu"])
+    return "PASS", what, f"{len(known)} cells, highest {top['mfu']:.0%} ({top['cell_id']}){no_peak}"
+
+
+def check_mfu(found: list[dict]) -> Check:
+    ok = [r for r in found if r["status"] == "ok" and not (r.get("world_size") or 1) > 1]
+    return _mfu_check("MFU present and <= 1 (cells with a known peak)", ok)
+
+
+def check_ddp_mfu(found: list[dict], gpus: int | None) -> Check:
+    what = "MFU <= 1 for DDP cells on 2+ GPUs"
+    if gpus is None or gpus < 2:
+        return "n/a", what, f"this machine has {gpus if gpus is not None else '?'} GPU: DDP did not run"
+    ddp = [r for r in found if r["status"] == "ok" and (r.get("world_size") or 1) >= 2]
+    if not ddp:
+        return "FAIL", what, "no ok DDP cell at world size 2 or more"
+    return _mfu_check(what, ddp)
+
+
+def check_energy(found: list[dict]) -> Check:
+    """NVML's energy counter needs timed steps of at least a second (amp_suite.gpu_state)."""
+    what = "energy (NVML) recorded for every ok cell"
+    ok = [r for r in found if r["status"] == "ok"]
+    if not ok:
+        return "FAIL", what, "no ok cell"
+    null = [r for r in ok if not (_number(r.get("energy_j")) and r["energy_j"] > 0)]
+    windows = [s for s in map(timed_s, ok) if s is not None]
+    span = f", timed steps {min(windows):.1f}-{max(windows):.1f} s" if windows else ""
+    if not null:
+        return "PASS", what, f"{len(ok)} cells{span}"
+    first = null[0]
+    note = str(first.get("gpu_state_note") or "no note")[:90]
+    listed = f"{first['cell_id']} (timed {_format(timed_s(first), '.2f')} s: {note})"
+    return "FAIL", what, f"null in {len(null)} of {len(ok)} cells, e.g. {listed}"
+
+
+def listed_uuids(work: Path) -> set[str]:
+    path = work / "nvidia-smi.txt"
+    return set(LISTED_UUID.findall(path.read_text(errors="replace"))) if path.exists() else set()
+
+
+def check_uuid(found: list[dict], listed: set[str]) -> Check:
+    what = "environment.gpu_uuid is the GPU's UUID"
+    on_gpu = [r for r in found if r.get("device") == "cuda" and r.get("environment")]
+    if not on_gpu:
+        return "FAIL", what, "no record from a CUDA cell carries an environment"
+    uuids = Counter(str(r["environment"].get("gpu_uuid")) for r in on_gpu)
+    malformed = [uuid for uuid in uuids if not UUID.match(uuid)]
+    unlisted = [uuid for uuid in uuids if listed and uuid not in listed]
+    if malformed or unlisted:
+        problems = [f"{u[:60]} is not a UUID" for u in malformed] + [f"{u} not in nvidia-smi -L" for u in unlisted]
+        return "FAIL", what, ", ".join(problems)[:300]
+    source = "each listed by nvidia-smi -L" if listed else "well formed (nvidia-smi -L listed none)"
+    return "PASS", what, f"{len(uuids)} distinct in {len(on_gpu)} records, {source}: {', '.join(uuids)[:100]}"
+
+
+def machine_line(found: list[dict]) -> str:
+    machine = next((r.get("machine") for r in found if r.get("machine")), None) or {}
+    return (
+        f"machine: {machine.get('device_name', 'no record names the device')}"
         f" (cc {machine.get('compute_capability', '?')}, driver {machine.get('driver', '?')},"
-        f" torch {machine.get('torch', '?')}, CUDA {machine.get('cuda', '?')})",
-        f"GPU tests: {_last_line(out / 'gpu-tests.txt')}" + (f" (exit {tests_exit})" if tests_exit is not None else ""),
-        f"matrix: {_by_status(records)}"
-        + (f" (exit {run_exit})" if run_exit is not None else "")
-        + (f", {wall_s:.0f} s wall" if wall_s is not None else ""),
-        *(cell_line(record) for record in records),
-        *multi_gpu(out, gpus, multi_exit),
+        f" torch {machine.get('torch', '?')}, CUDA {machine.get('cuda', '?')})"
+    )
+
+
+def stage_exits(work: Path) -> list[tuple[str, int]]:
+    path = work / "stages.tsv"
+    rows = [line.split("\t") for line in path.read_text().splitlines()] if path.exists() else []
+    return [(row[0], int(row[1])) for row in rows if len(row) >= 2 and row[1].lstrip("-").isdigit()]
+
+
+def checks_block(work: Path, gpus: int | None) -> tuple[str, bool]:
+    """The checks and the verdict, and whether everything passed (every stage exit 0 too)."""
+    found = records(work)
+    checks = [
+        check_batch_search(found),
+        check_compiled(found),
+        check_mfu(found),
+        check_ddp_mfu(found, gpus),
+        check_energy(found),
+        check_uuid(found, listed_uuids(work)),
     ]
-    return "\n".join(screen)
+    failed_stages = [f"{name} exit {code}" for name, code in stage_exits(work) if code != 0]
+    failed_checks = [what for verdict, what, _ in checks if verdict == "FAIL"]
+    passed = not failed_stages and not failed_checks
+    verdict = "PASS" if passed else "FAIL: " + "; ".join([*failed_stages, *(f"check {c}" for c in failed_checks)])
+    lines = [machine_line(found), *(f"{v:4} {what}: {detail}" for v, what, detail in checks), f"gpu-check: {verdict}"]
+    return "\n".join(lines), passed
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--tests-exit", type=int)
-    parser.add_argument("--run-exit", type=int)
-    parser.add_argument("--wall-s", type=float)
-    parser.add_argument("--gpus", type=int, help="GPUs the machine has")
-    parser.add_argument("--multi-exit", type=int, help="exit code of the multi-GPU run")
+    commands = parser.add_subparsers(dest="command", required=True)
+    stage = commands.add_parser("stage", help="one stage's block")
+    stage.add_argument("work", type=Path)
+    stage.add_argument("name")
+    stage.add_argument("--exit", type=int, required=True, dest="code")
+    stage.add_argument("--wall-s", type=float, required=True)
+    stage.add_argument("--budget-s", type=float, required=True)
+    stage.add_argument("--matrix", help="the matrix the stage ran (its records are its figures)")
+    checks = commands.add_parser("checks", help="the PASS/FAIL lines and the verdict")
+    checks.add_argument("work", type=Path)
+    checks.add_argument("--gpus", type=int, help="GPUs the machine has")
     args = parser.parse_args()
-    print(summary(args.out, args.tests_exit, args.run_exit, args.wall_s, args.gpus, args.multi_exit))
-    return 0
+    if args.command == "stage":
+        print(stage_block(args.work, args.name, args.code, args.wall_s, args.budget_s, args.matrix))
+        return 0
+    text, passed = checks_block(args.work, args.gpus)
+    print(text)
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -152,3 +153,66 @@ def test_the_compile_axis_runs_through_the_cli_on_a_cpu(tmp_path):
     assert statuses["mlp/bs8/seed0/fp32"][0] == "ok"
     status, reason = statuses["mlp/bs8/seed0/fp32/compile-default"]
     assert status == "skipped" and "C++ compiler" in reason
+
+
+TRANSFORMER = {
+    "workload": "transformer", "n_layer": 1, "n_embd": 32, "n_head": 2, "seq_len": 16, "vocab_size": 64,
+    "batch_sizes": [4], "samples": 32, "data": {"source": "synthetic", "val_samples": 8},
+}  # fmt: skip
+
+
+class GraphPoolOutput:
+    """The workload's loss as a CUDA graph hands it out: every replay writes its output into the same
+    static tensor of the graph's pool (what cudagraph trees do; a CPU never replays graphs)."""
+
+    def __init__(self, workload) -> None:
+        self.workload, self.pool = workload, torch.zeros(())
+
+    def loss(self, model, inputs, targets):
+        # A fresh alias of the same memory each step, so autograd sees this step's graph only.
+        return self.pool.detach().copy_(self.workload.loss(model, inputs, targets))
+
+
+def test_a_compiled_transformers_loss_is_kept_across_cuda_graph_replays():
+    """The transformer's loss is an output of its compiled graph: under CUDA graphs the next replay
+    overwrites it, so the loss curve must hold copies, not views of the pool."""
+    compiled = matrix(workloads=[TRANSFORMER], compile=["reduce-overhead"]).cells("cpu")[0]
+    session = prepare(compiled, torch.device("cpu"))  # torch.compile is lazy: nothing compiles here
+    replays = dataclasses.replace(session.trainer, model=session.model, workload=GraphPoolOutput(session.workload))
+    losses, _ = replays.run(session.batches, 3)
+
+    eager = prepare(compiled.model_copy(update={"compile": "off"}), torch.device("cpu"))
+    expected, _ = eager.trainer.run(eager.batches, 3)
+    assert torch.equal(losses, expected) and len(set(losses.tolist())) == 3  # each step's own loss
+
+
+@pytest.mark.parametrize("mode, copies", [("off", False), ("default", False), ("reduce-overhead", True),
+                                          ("max-autotune", True), ("max-autotune-no-cudagraphs", False)])  # fmt: skip
+def test_only_modes_that_replay_cuda_graphs_pay_for_a_copy_of_the_loss(mode, copies):
+    loss = torch.ones(())
+    kept = compilation.kept_output(mode)(loss)
+    assert (kept.data_ptr() != loss.data_ptr()) is copies and not kept.requires_grad
+
+
+def test_compile_on_a_gpu_needs_a_c_compiler_and_python_headers(monkeypatch, tmp_path):
+    """Triton builds its kernel launcher with a C compiler and Python.h on the first compiled call:
+    without them the cell is skipped with the reason instead of failing in its warmup."""
+    import sysconfig
+
+    import torch.utils._triton
+
+    monkeypatch.setattr(torch.utils._triton, "has_triton", lambda: True)  # as on a GPU with Triton
+    gpu = torch.device("cuda")
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    reason = compilation.unsupported_reason(gpu, "reduce-overhead")
+    assert reason is not None and "C compiler" in reason and "gcc" in reason
+
+    (tmp_path / "gcc").write_text("#!/bin/sh\n")
+    (tmp_path / "gcc").chmod(0o755)
+    assert compilation.unsupported_reason(gpu, "reduce-overhead") is None  # Python.h is where build.py looks
+    paths = sysconfig.get_paths()
+    monkeypatch.setattr(sysconfig, "get_paths", lambda **_: paths | {"include": str(tmp_path / "include")})
+    reason = compilation.unsupported_reason(gpu, "default")
+    assert reason is not None and "Python's C headers" in reason and "python3-dev" in reason
+    assert compilation.unsupported_reason(gpu, "off") is None

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from conftest import amp_suite, read_records, tiny_matrix
 
-from amp_suite.batch_search import search_batch
+from amp_suite.batch_search import PROBE_STEPS, PROBE_WARMUP, search_batch
 from amp_suite.config import Matrix
 from amp_suite.results import CellRecord
 
@@ -57,6 +57,27 @@ def test_nothing_fits_or_a_probe_fails_otherwise():
     assert failed.found == 32 and failed.failure == "probe at batch 64: failed: RuntimeError: cuDNN error"
 
 
+def test_a_skipped_probe_ends_the_search_with_its_reason():
+    def probe(spec):
+        return CellRecord.for_spec(spec, "skipped", "bf16 needs compute capability >= 8.0; this GPU is 7.0")
+
+    search = search_batch(auto_cell(), limit=4096, probe=probe)
+    assert (search.found, search.failure, search.probes) == (None, None, [(8, "skipped")])
+    assert search.skipped == "bf16 needs compute capability >= 8.0; this GPU is 7.0"
+
+
+def test_the_training_set_a_probe_reports_caps_the_search_below_samples():
+    probe, tried = probe_fitting(10_000)
+
+    def with_data(spec):  # real data: 1,437 samples to train on, whatever `samples` allowed
+        record = probe(spec)
+        return record.model_copy(update={"train_samples": 1437}) if record.status == "ok" else record
+
+    found = search_batch(auto_cell(), limit=4096, probe=with_data)
+    assert (found.found, found.limited_by, found.failure) == (1437, "samples", None)
+    assert max(tried) == 1437
+
+
 def test_auto_is_skipped_with_the_reason_on_a_cpu(tmp_path):
     path = tmp_path / "auto.yaml"
     path.write_text(yaml.safe_dump(tiny_matrix(precisions=["fp32"], workloads=[{**MLP, "batch_sizes": [8, "auto"]}])))
@@ -75,10 +96,13 @@ SIMULATED_DEVICE = """
 import os
 import torch
 import amp_suite.batch_search
+import amp_suite.cell
 import amp_suite.loop
+from amp_suite.hardware import cpu_caps
 
 LARGEST = {"fp32": 40, "bf16": 90}
 amp_suite.batch_search.unsupported_reason = lambda device: None
+amp_suite.cell.probe = lambda device: cpu_caps("simulated device", frozenset({"avx512_bf16"}))  # bf16 runs
 real_step = amp_suite.loop.Trainer.step
 
 
@@ -119,3 +143,120 @@ def test_the_largest_batch_per_precision_is_found_by_fresh_processes_and_reporte
     assert "Largest batch that fits" in report
     ratio = bf16["batch_size"] / fp32["batch_size"]
     assert f"{ratio:.2f}x" in report  # how much larger a batch bf16 fits
+
+
+def run_auto(tmp_path, hook: str, precisions: list[str], workload: dict, env: dict | None = None, **matrix):
+    """`amp-suite run` of one auto workload, every process of it loading `hook` as sitecustomize."""
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "sitecustomize.py").write_text(hook)
+    path = tmp_path / "auto.yaml"
+    path.write_text(yaml.safe_dump(tiny_matrix(name="auto", precisions=precisions, workloads=[workload], **matrix)))
+    out = tmp_path / "out"
+    # One thread: these matmuls are tiny, and on a busy box OpenMP's spinning workers made each
+    # probe several times slower.
+    env = {"PYTHONPATH": str(tmp_path / "hooks"), "OMP_NUM_THREADS": "1", **(env or {})}
+    done = amp_suite("run", "--matrix", str(path), "--out", str(out), "--device", "cpu", cwd=tmp_path, env=env)
+    return done, {record["precision"]: record for record in read_records(out)}
+
+
+# The search believes this device reports running out of memory (as CUDA does); nothing runs out.
+REPORTS_OOM = """
+import amp_suite.batch_search
+
+amp_suite.batch_search.unsupported_reason = lambda device: None
+"""
+
+
+def test_a_precision_the_device_cannot_run_is_skipped_with_the_probes_reason(tmp_path):
+    # tf32 needs compute capability 8.0, as on a V100 or T4; on a CPU it is skipped the same way.
+    done, records = run_auto(tmp_path, REPORTS_OOM, ["tf32"], MLP)
+    tf32 = records["tf32"]
+    assert (tf32["status"], done.returncode) == ("skipped", 0), done.stdout + done.stderr
+    assert tf32["reason"].startswith("TF32 needs an NVIDIA GPU") and tf32["batch_search"]["probes"] == [[8, "skipped"]]
+
+
+@pytest.mark.slow
+def test_the_search_stops_at_the_real_training_set_when_samples_asks_for_more(tmp_path):
+    # digits' training split has 1,437 samples; `samples` is only a cap on real data.
+    done, records = run_auto(tmp_path, REPORTS_OOM, ["fp32"], {**MLP, "samples": 2048})
+    fp32 = records["fp32"]
+    assert (fp32["status"], done.returncode) == ("ok", 0), done.stdout + done.stderr
+    assert fp32["train_samples"] == fp32["batch_size"] == 1437
+    search = fp32["batch_search"]
+    assert (search["limited_by"], search["failure"]) == ("samples", None)
+    assert max(batch for batch, _ in search["probes"]) == 1437
+
+
+# A device with a memory budget: every tensor storage created while a cell measures (the data on
+# the device, the model, its copies, activations, gradients, optimizer state) counts until it is
+# freed, and past the budget an allocation raises CUDA's out-of-memory error. Activations grow with
+# the batch, and autocast's bf16 ones take half the bytes: what decides the largest batch on a GPU.
+SIMULATED_MEMORY = """
+import os
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+import amp_suite.batch_search
+import amp_suite.cell
+from amp_suite.hardware import cpu_caps
+
+BUDGET = int(os.environ["DEVICE_BYTES"])
+amp_suite.batch_search.unsupported_reason = lambda device: None
+amp_suite.cell.probe = lambda device: cpu_caps("simulated device", frozenset({"avx512_bf16"}))
+
+
+class DeviceMemory(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.live, self.used = {}, 0
+
+    def free(self, key):
+        self.used -= self.live.pop(key)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in tree_leaves(out):
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in self.live and storage.nbytes():  # views share their base's
+                self.live[storage.data_ptr()] = storage.nbytes()
+                self.used += storage.nbytes()
+                weakref.finalize(storage, self.free, storage.data_ptr())
+        if self.used > BUDGET:
+            raise torch.OutOfMemoryError(f"CUDA out of memory: {self.used} bytes live of {BUDGET} (simulated)")
+        return out
+
+
+real_measure = amp_suite.cell.measure
+
+
+def measure(spec, device, progress):
+    with DeviceMemory():
+        return real_measure(spec, device, progress)
+
+
+amp_suite.cell.measure = measure
+"""
+# 4 inputs, 32 hidden: weights are small, so activations fill the budget at these batches.
+NARROW = {**MLP, "in_features": 4, "samples": 512, "data": {"source": "synthetic", "val_samples": 64}}
+
+
+@pytest.mark.slow
+def test_amp_fits_a_larger_batch_than_fp32_where_its_tensors_fill_the_memory(tmp_path):
+    # 100 kB: fp32 fits 116 samples, bf16 200 (measured). Step diagnostics at the full batch in fp32
+    # (an fp32 backward outside autocast) held bf16 to 124: fp32's own limit and a little.
+    env = {"DEVICE_BYTES": str(100_000)}
+    # As many steps as a probe: the batch order on the device grows with them, and at this scale
+    # even its 8 bytes a sample and step would tip the measured cell past the probe that fitted.
+    steps = {"steps": PROBE_STEPS, "warmup_steps": PROBE_WARMUP}
+    done, records = run_auto(tmp_path, SIMULATED_MEMORY, ["fp32", "bf16"], NARROW, env, **steps)
+    fp32, bf16 = records["fp32"], records["bf16"]
+    assert (fp32["status"], bf16["status"], done.returncode) == ("ok", "ok", 0), done.stdout + done.stderr
+    assert fp32["batch_search"]["limited_by"] == bf16["batch_search"]["limited_by"] == "memory"
+    assert bf16["batch_size"] >= 1.5 * fp32["batch_size"], (fp32["batch_size"], bf16["batch_size"])
+    # The cell measured at the found batch ran its diagnostics too, and says on how many samples.
+    assert bf16["flops_per_step"] and bf16["diagnostics_batch_size"] == -(-bf16["batch_size"] // 4)

@@ -7,8 +7,10 @@ import torch
 from conftest import tiny_matrix
 
 from amp_suite import cell as cell_module
-from amp_suite.cell import run_cell
+from amp_suite.cell import prepare, run_cell, step_diagnostics
 from amp_suite.config import Matrix
+from amp_suite.diagnostics.flops import count_step_flops
+from amp_suite.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.hardware import cpu_caps
 from amp_suite.loop import Trainer
 from amp_suite.measure import PeakMemory
@@ -56,6 +58,43 @@ def test_forced_fp16_runs_with_the_scaler_and_says_it_was_forced(bf16_cpu):
     record = run_cell(CELLS["fp16"].model_copy(update={"force": True}))
     assert record.status == "ok" and record.reason.startswith("forced despite")
     assert record.matmul_dtype == "float16" and record.loss_scale > 0 and record.skipped_steps >= 0
+
+
+def test_a_batch_larger_than_the_training_set_fails_saying_so(bf16_cpu):
+    # `samples` caps real data; digits has only 1,437 training samples.
+    workload = {**tiny_matrix()["workloads"][0], "batch_sizes": [2048], "samples": 2048}
+    (spec,) = Matrix.model_validate(tiny_matrix(precisions=["fp32"], workloads=[workload])).cells("cpu")
+    record = run_cell(spec)
+    assert record.status == "failed"
+    assert record.reason == "ValueError: batch 2048 is larger than the training set (1437 samples)"
+
+
+RESNET = {
+    "workload": "resnet", "arch": "resnet18", "image_size": 32, "num_classes": 10, "batch_sizes": [10],
+    "samples": 64, "data": {"source": "synthetic", "val_samples": 16},
+}  # fmt: skip
+GPT2 = {
+    "workload": "transformer", "n_layer": 1, "n_embd": 32, "n_head": 2, "seq_len": 16, "vocab_size": 64,
+    "batch_sizes": [10], "samples": 32, "data": {"source": "synthetic", "val_samples": 8},
+}  # fmt: skip
+
+
+# Gradients shrunk until a sixth of them lie below fp16's floor (a slice of 3 samples alone: a tenth).
+SMALL_GRADIENTS_MLP = {**tiny_matrix()["workloads"][0], "batch_sizes": [10], "loss_multiplier": 1e-4}
+
+
+@pytest.mark.parametrize("workload", [SMALL_GRADIENTS_MLP, RESNET, GPT2], ids=["mlp", "resnet", "gpt2"])
+def test_the_diagnostics_run_on_a_quarter_of_the_batch_and_count_the_whole_batchs_flops(workload):
+    (spec,) = Matrix.model_validate(tiny_matrix(precisions=["bf16"], workloads=[workload])).cells("cpu")
+    session = prepare(spec, torch.device("cpu"))
+    model, loss, policy, batch = session.model, session.workload.loss, session.policy, session.batches.peek()
+    diagnostics = step_diagnostics(model, loss, policy, session.batches)
+    assert diagnostics["diagnostics_batch_size"] == 3  # micro-batches of 3, 3, 2 and 2 for batch 10
+    assert diagnostics["flops_per_step"] == count_step_flops(model, loss, policy, *batch)  # exactly linear
+    whole = grad_underflow_fraction(model, loss, *batch)  # the batch's own gradient, in one backward
+    # Accumulated over the micro-batches, the gradient is the batch's (BatchNorm aside), not a slice's.
+    assert diagnostics["grad_underflow_fraction"] == pytest.approx(whole, abs=0.005)
+    assert whole > 0.1 or workload is not SMALL_GRADIENTS_MLP
 
 
 def test_a_crashing_cell_is_recorded_failed(bf16_cpu, monkeypatch):

@@ -160,6 +160,7 @@ def test_a_record_stands_alone_and_mlflow_is_built_for_review(tiny_run):
     record = read_records(out)[0]
     assert record["parity_rule"] == {"tolerance": 0.02, "k": 2.0} and record["invocation_id"]
     assert record["machine"]["device_type"] == "cpu" and record["machine"]["host"] and record["machine"]["torch"]
+    assert record["environment"]["cuda_device_order"] == "PCI_BUS_ID"  # --gpus 2 is nvidia-smi's GPU 2
     assert record["flops_per_step"] > 0 and record["tflops"] > 0 and record["mfu"] is None  # no published CPU peak
     assert len(record["throughput_windows"]) == 4 and record["noisy"] in (True, False)  # 4 timed steps: 4 windows
 

@@ -1,4 +1,5 @@
-"""DDP cells: config axes, the gloo run through the CLI, its summary and claim, and a rank that dies."""
+"""DDP cells: config axes, the gloo run through the CLI, its summary and claim, MFU, and a rank
+that dies or runs out of memory."""
 
 from __future__ import annotations
 
@@ -12,14 +13,19 @@ import pytest
 import yaml
 from conftest import amp_suite, read_records, start_amp_suite, tiny_matrix, wait_for
 
+from amp_suite import cell as cell_module
+from amp_suite.capability import cuda_caps
+from amp_suite.cell import run_cell
 from amp_suite.config import ConfigError, Matrix
+from amp_suite.ddp import launch
 from amp_suite.machine import Machine
+from amp_suite.peaks import peak_tflops
 from amp_suite.report.claims import THRESHOLDS, Evidence, ddp_communication_bound
 from amp_suite.results import CellRecord
 from amp_suite.summary import summarize
 
 MLP = {"workload": "mlp", "in_features": 16, "hidden": 32, "depth": 2, "batch_sizes": [8], "samples": 256,
-       "data": {"source": "synthetic", "val_samples": 64}}  # fmt: skip
+       "data": {"source": "synthetic", "val_samples": 64}, "force": ["bf16"]}  # fmt: skip  (bf16 on any CPU: conftest)
 
 
 # -- config: the axes, and cells without them unchanged ------------------------------------------
@@ -160,6 +166,68 @@ def test_a_ddp_cell_runs_with_gloo_at_world_size_2_and_is_judged_against_world_s
     assert "Data-parallel (DDP)" in (out / "report" / "report.md").read_text()
     shares = [round(r["comm_share"], 2) for r in records]
     print(f"4 DDP cells in {time.monotonic() - started:.0f}s; comm shares {shares}")
+
+
+# -- MFU and out of memory: the whole world's peak, a rank's own figures ---------------------------
+
+
+def _ddp_cell(world: int, **overrides):
+    ddp = {**MLP, "ddp": {"world_size": [world]}}
+    return Matrix.model_validate(tiny_matrix(precisions=["fp32"], workloads=[ddp], **overrides)).cells("cpu")[0]
+
+
+def test_a_ddp_cells_mfu_is_a_fraction_of_every_ranks_peak(monkeypatch):
+    """A DDP cell's TFLOP/s are its ranks' together, so MFU divides by world size x one GPU's peak.
+    A CPU has no peak: the cell runs here as if on an H100 (its caps faked) with its measurement
+    stood in for; only a GPU shows the ranks' own figures end to end (tests/test_gpu.py)."""
+    h100 = "NVIDIA H100 80GB HBM3"
+    peak = peak_tflops(h100, "fp32")
+    assert peak  # the table knows this GPU, or there is nothing to divide by
+    monkeypatch.setattr(cell_module, "probe", lambda device: cuda_caps(h100, (9, 0)))
+    monkeypatch.setattr(launch, "measure_ddp", lambda spec, device, progress: {"tflops": 1.5 * peak})
+    record = run_cell(_ddp_cell(2))
+    assert record.status == "ok", record.reason
+    assert record.peak_tflops == peak  # one GPU's, as the table has it
+    assert record.mfu == pytest.approx(0.75)  # 1.5 peaks' worth from two GPUs; one GPU's peak says 1.5
+
+
+# Loaded by the ranks only (PYTHONPATH reaches the processes the launcher starts): every rank's
+# training step raises the error CUDA raises when a batch does not fit, and the rank's allocator
+# reports figures that name the rank, as CUDA's would on a GPU. The launcher keeps its real ones:
+# none on a CPU.
+RANK_OOM = """
+import os
+import torch
+import amp_suite.loop
+import amp_suite.measure
+
+
+def step(self, inputs, targets):
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated by the test)")
+
+
+def memory_at_oom(device, error=None):
+    rank = int(os.environ["RANK"])
+    return {"peak_memory_mb": 1000.0 + rank, "peak_memory_reserved_mb": 2000.0 + rank,
+            "peak_memory_kind": "cuda_max_allocated_until_oom", "device_memory_mb": 81559.0}
+
+
+amp_suite.loop.Trainer.step = step
+amp_suite.measure.memory_at_oom = memory_at_oom
+"""
+
+
+def test_a_rank_out_of_memory_is_recorded_oom_with_the_ranks_memory_figures(tmp_path, monkeypatch):
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "sitecustomize.py").write_text(RANK_OOM)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "hooks"))  # for the ranks: this process has loaded its code
+    record = run_cell(_ddp_cell(2, warmup_steps=1, steps=1))
+    assert record.status == "oom", record.reason
+    assert record.reason.startswith("out of memory at batch 8: ") and "CUDA out of memory" in record.reason
+    rank = int(record.reason.split("rank ")[1].split(" of 2 failed")[0])  # the first rank to fail
+    assert record.peak_memory_mb == 1000.0 + rank, record.reason  # that rank's allocator, not the launcher's
+    assert record.peak_memory_reserved_mb == 2000.0 + rank
+    assert record.peak_memory_kind == "cuda_max_allocated_until_oom" and record.device_memory_mb == 81559.0
 
 
 # -- a rank that dies, and a run that is stopped ------------------------------------------------------

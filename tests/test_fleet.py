@@ -1,6 +1,7 @@
 """`amp-suite run --ray`: a real Ray cluster on loopback, a head and a worker node, the worker
-offering the resource Ray gives a node by its GPU model (accelerator_type:A100), standing in for
-an A100 box. The cells run on the CPU of that node, through the CLI as users run it."""
+offering the resource Ray gives a node by its GPU model (accelerator_type:A100) and two GPUs it
+does not have, standing in for an A100 box. The cells run on the CPU of that node, through the CLI
+as users run it."""
 
 from __future__ import annotations
 
@@ -18,14 +19,18 @@ import pytest
 import yaml
 from conftest import amp_suite, embedded, free_port, read_records, runs_in, start_amp_suite, tiny_matrix, wait_for
 
+from amp_suite import fleet
+from amp_suite.config import Matrix
+
 pytest.importorskip("ray")
 
 RAY = shutil.which("ray", path=str(Path(os.sys.executable).parent))
 
 
 class LocalRayCluster:
-    """`ray start` twice: a head that runs nothing (0 CPUs) and a worker node in a session of its
-    own, so that it can be killed outright, as a lost box is."""
+    """`ray start` twice: a head that runs nothing (0 CPUs, 0 GPUs) and a worker node in a session
+    of its own, so that it can be killed outright, as a lost box is. Ray takes the worker's GPU
+    count on trust: it hands out ids 0 and 1 and sets CUDA_VISIBLE_DEVICES per task as on a GPU box."""
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -39,10 +44,11 @@ class LocalRayCluster:
 
     def start(self) -> LocalRayCluster:
         head = [RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(self.port)]
-        head += ["--num-cpus", "0", "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", self.temp]
+        head += ["--num-cpus", "0", "--num-gpus", "0", "--include-dashboard", "false", "--disable-usage-stats"]
+        head += ["--temp-dir", self.temp]
         subprocess.run(head, env=self.env, check=True, capture_output=True, timeout=120)
         worker = [RAY, "start", "--address", self.address, "--node-ip-address", "127.0.0.1", "--num-cpus", "2"]
-        worker += ["--resources", json.dumps({"accelerator_type:A100": 1}), "--block"]
+        worker += ["--num-gpus", "2", "--resources", json.dumps({"accelerator_type:A100": 1}), "--block"]
         self.worker = subprocess.Popen(
             worker, env=self.env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -136,6 +142,33 @@ def test_stopping_the_driver_cancels_the_cells_on_the_cluster(tmp_path, cluster)
     assert run.returncode == 128 + signal.SIGTERM, stdout + stderr
     assert not (out / "results.jsonl").exists() or read_records(out) == []  # nothing finished, nothing recorded
     wait_for(lambda: not cluster.worker_cells(), 30, "the cells on the worker node to stop")
+
+
+@pytest.mark.slow
+def test_a_cell_sees_the_gpu_ray_gave_its_task_on_a_reused_worker_process(tmp_path, cluster, monkeypatch):
+    """Ray reuses a task's worker process; the cell must not inherit the devices of an earlier
+    task from the forkserver that task started. Placement groups pin which GPU each cell gets."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    spec = next(c for c in Matrix.model_validate(tiny_matrix(precisions=["fp32"])).cells("cpu"))
+    monkeypatch.setattr(fleet, "_demand", lambda spec: {"CPU": 1, "GPU": 1})  # as a GPU cell asks, run on the CPU
+    on_ray = fleet.Fleet(cluster.address)
+    on_ray.connect()
+    try:
+        held = placement_group([{"GPU": 1}])  # one GPU taken: the first cell gets the other
+        ray.get(held.ready(), timeout=60)
+        first = on_ray.run(spec, tmp_path / "first.log", None)
+        swapped = placement_group([{"GPU": 1}])  # the first cell's GPU, the only one free
+        ray.get(swapped.ready(), timeout=60)
+        remove_placement_group(held)  # the second cell gets the GPU the first one did not have
+        second = on_ray.run(spec, tmp_path / "second.log", None)
+        remove_placement_group(swapped)
+    finally:
+        on_ray.close()  # the job ends: Ray removes what it still holds
+    assert (first.status, second.status) == ("ok", "ok"), (first.reason, second.reason)
+    seen = [record.environment["cuda_visible_devices"] for record in (first, second)]
+    assert sorted(seen) == ["0", "1"], seen  # each cell saw its own task's GPU
 
 
 @pytest.mark.slow

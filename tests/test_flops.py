@@ -48,3 +48,57 @@ def test_every_peak_names_its_source_and_longer_names_are_matched_first():
     assert all(entry["source"]["document"] and entry["source"]["url"].startswith("https://") for entry in with_peaks)
     assert peak_tflops("NVIDIA RTX A1000", "fp16") is None  # not an A100, though its name contains one
     assert peak_tflops("NVIDIA GH200 480GB", "bf16") is None  # not an H200
+
+
+@pytest.mark.parametrize(
+    ("device_name", "precision", "expected"),
+    [
+        # H200: tf32 / fp16 from the product page's sparse figures, halved
+        ("NVIDIA H200", "tf32", 494.5),
+        ("NVIDIA H200", "fp16", 989.5),
+        ("NVIDIA H200", "bf16", 989.5),
+        ("NVIDIA H200 NVL", "tf32", 417.5),
+        ("NVIDIA H200 NVL", "fp16", 835.5),
+        ("NVIDIA H200 NVL", "fp32", 60),
+        # V100: SXM2, PCIe and V100S each get their own column; no TF32/BF16 tensor cores
+        ("Tesla V100-SXM2-32GB", "fp16", 125),
+        ("Tesla V100-PCIE-16GB", "fp32", 14),
+        ("Tesla V100-PCIE-32GB", "fp16", 112),
+        ("Tesla V100S-PCIE-32GB", "fp32", 16.4),
+        ("Tesla V100S-PCIE-32GB", "fp16", 130),
+        ("Tesla V100S-PCIE-32GB", "fp16-noscale", 130),
+        ("Tesla V100-PCIE-16GB", "bf16", None),
+        ("Tesla V100S-PCIE-32GB", "tf32", None),
+        ("Tesla V100-FHHL-16GB", "fp16", None),  # the 150 W card: not checked, not listed
+        # T4
+        ("Tesla T4", "fp32", 8.1),
+        ("Tesla T4", "fp16", 65),
+        ("Tesla T4", "bf16", None),
+        # H100: each name torch reports goes to its own column, or to a guard
+        ("NVIDIA H100 80GB HBM3", "bf16", 989.5),
+        ("NVIDIA H100 PCIe", "bf16", 756.5),
+        ("NVIDIA H100 NVL", "bf16", 835.5),
+        ("NVIDIA H100 NVL", "tf32", 417.5),
+        ("NVIDIA H100 NVL", "fp32", 60),
+        ("NVIDIA H100", "bf16", None),  # no form factor in the name: SXM, PCIe and NVL differ
+        ("NVIDIA H100", "fp32", None),
+        ("NVIDIA H100 96GB HBM3", "bf16", None),  # an H100 spelling whose figures were not checked
+    ],
+)
+def test_each_reported_device_name_gets_its_own_peak_or_none(device_name, precision, expected):
+    peak = peak_tflops(device_name, precision)
+    assert peak == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_no_entry_is_shadowed_by_an_earlier_match():
+    # Each entry's own match string, looked up as a device name, must land on that entry: an
+    # earlier, shorter match that is a substring of it would silently claim its devices.
+    from amp_suite.peaks import _table
+
+    table = _table()
+    for index, (match, peaks) in enumerate(table):
+        first = next(i for i, (other, _) in enumerate(table) if other in match)
+        assert first == index, f"{match!r} is claimed by the earlier entry {table[first][0]!r}"
+        for mode in ("fp32", "tf32", "fp16", "bf16"):
+            value = peaks.get(mode)
+            assert peak_tflops(match.upper(), mode) == (float(value) if value else None), (match, mode)

@@ -105,4 +105,9 @@ def test_the_largest_batch_is_found_against_real_cuda_out_of_memory(gpu, tmp_pat
     for record in records.values():
         assert record["status"] == "ok" and record["batch_search"]["limited_by"] == "memory", record["batch_search"]
         assert "oom" in {status for _, status in record["batch_search"]["probes"]}
-    assert records["bf16"]["batch_size"] > records["fp32"]["batch_size"]  # AMP's activations are half the size
+    # AMP's activations are up to half the size. With step diagnostics that held fp32's activations
+    # in every precision, bf16 would fit only a few percent more than fp32 (fp32's optimizer state
+    # aside), so a bare `>` would pass even then; 1.2x leaves room for what autocast keeps in fp32
+    # (layer norms, the residual stream, the loss's fp32 logits).
+    fp32, bf16 = records["fp32"]["batch_size"], records["bf16"]["batch_size"]
+    assert bf16 >= 1.2 * fp32, (fp32, bf16)

@@ -1,110 +1,405 @@
 """scripts/gpu-check.sh, run on this CPU machine with a stand-in Python that plays the GPU steps:
-the script's own logic (exit codes, where OUT_DIR lands, the one-screen summary) is what's tested."""
+the script's own logic (stages under time budgets, the summary appended after each, at most 8
+files in OUT_DIR, exit codes) and the summary's PASS/FAIL checks of synthetic records are tested."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import tarfile
+import time
 
+import pytest
 from conftest import REPO
 
-RECORDS = [
-    {"cell_id": "mlp/bs64/fp32", "status": "ok", "throughput": 51234.0, "tflops": 12.5, "mfu": 0.25,
-     "energy_j_per_sample": 0.0031, "host_syncs_per_step": 0, "throttled": False,
-     "machine": {"device_name": "NVIDIA H200", "compute_capability": "9.0", "driver": "580.1", "torch": "2.14.1",
-                 "cuda": "13.0"}},
-    {"cell_id": "mlp/bs64/fp16", "status": "failed", "reason": "RuntimeError: CUDA error: an illegal memory access",
-     "host_syncs_per_step": 1, "throttled": True, "throttle_reasons": ["sw_thermal_slowdown"]},
-]  # fmt: skip
+SUMMARY = REPO / "scripts" / "gpu_check_summary.py"
+UUID = "GPU-5c3d2a1b-0e9f-4a8b-9c7d-6e5f4a3b2c1d"
+MACHINE = {"device_name": "NVIDIA H200", "compute_capability": "9.0", "driver": "580.1", "torch": "2.14.1",
+           "cuda": "13.0"}  # fmt: skip
+OUT_FILES = {"gpu-check.txt", "results.jsonl", "bundle.tar.gz"}
+STAGES = ["probe", "gpu-tests", "batch-search", "matrix", "compile"]
 
 
-MULTI_GPU_RECORDS = [
-    {"cell_id": "mlp/bs256/seed0/fp32", "status": "ok", "throughput": 90000.0,
-     "environment": {"cuda_visible_devices": "1"}},
-    {"cell_id": "resnet/bs64/seed0/bf16/nhwc/ddp2", "status": "ok", "throughput": 4000.0, "comm_share": 0.12,
-     "environment": {"cuda_visible_devices": "0,1"}},
-]  # fmt: skip
+def record(matrix: str, workload: str, precision: str, compile: str = "off", batch: int = 16, **fields) -> dict:
+    """A cell's record with the fields the summary reads: 400 steps of 16 at 3,200 samples/s time 2 s."""
+    cell_id = f"{workload}/bs{batch}/seed0/{precision}" + ("" if compile == "off" else f"/compile-{compile}")
+    return {
+        "cell_id": cell_id, "matrix": matrix, "workload": workload, "precision": precision, "compile": compile,
+        "status": "ok", "device": "cuda", "batch_size": batch, "steps": 400, "throughput": 3200.0,
+        "tflops": 120.0, "peak_tflops": 494.7, "mfu": 0.24, "energy_j": 900.0, "energy_j_per_sample": 0.14,
+        "host_syncs_per_step": 0, "warmup_s": 31.0, "machine": MACHINE,
+        "config": {"workload": {"workload": workload}}, "environment": {"gpu_uuid": UUID},
+    } | fields  # fmt: skip
 
 
-def stand_in_python(tmp_path, tests_exit: int, run_exit: int, gpus: int = 1, multi_exit: int = 0):
-    """A PYTHON that answers the torch checks, 'runs' the GPU tests and the matrices (each call's
-    arguments kept in calls.txt), and hands the summary script to the real interpreter."""
-    records, multi = tmp_path / "records.jsonl", tmp_path / "multi.jsonl"
-    records.write_text("".join(json.dumps(record) + "\n" for record in RECORDS))
-    multi.write_text("".join(json.dumps(record) + "\n" for record in MULTI_GPU_RECORDS))
-    stub = tmp_path / "python"
-    stub.write_text(f"""#!/usr/bin/env bash
-echo "$@" >> {tmp_path / "calls.txt"}
-case "$1 $2" in
-  "-c "*device_count*) echo {gpus} ;;
-  "-c "*) echo "2.14.1 NVIDIA H200 (9, 0)" ;;
-  "-m pytest") echo "7 passed in 3.0s"; exit {tests_exit} ;;
-  "-m amp_suite") case "$*" in
-      *--gpus*) while [ "$1" != --out ]; do shift; done; cp {multi} "$2/results.jsonl"; exit {multi_exit} ;;
-      *) while [ "$1" != --out ]; do shift; done; cp {records} "$2/results.jsonl"; exit {run_exit} ;;
-    esac ;;
-  *) exec {sys.executable} "$@" ;;
+def search(found: int, limited_by: str = "memory") -> dict:
+    return {"batch_search": {"found": found, "limited_by": limited_by, "probes": [[8, "ok"], [found + 1, "oom"]]}}
+
+
+def green() -> dict[str, list[dict]]:
+    """Each matrix's records when everything works, by matrix name."""
+    return {
+        "gpu-check-batch": [
+            record("gpu-check-batch", "transformer", "fp32", batch=8, **search(8)),
+            record("gpu-check-batch", "transformer", "bf16", batch=14, **search(14)),
+        ],
+        "gpu-check": [record("gpu-check", "transformer", p) for p in ("fp32", "tf32", "fp16", "bf16")],
+        "gpu-check-compile": [
+            record("gpu-check-compile", "mlp", "tf32"),
+            record("gpu-check-compile", "mlp", "tf32", "reduce-overhead"),
+            record("gpu-check-compile", "mlp", "tf32", "max-autotune"),
+            record("gpu-check-compile", "transformer", "tf32", "reduce-overhead"),
+        ],
+        "gpu-check-multi": [
+            record("gpu-check-multi", "resnet", "bf16", environment={"gpu_uuid": UUID, "cuda_visible_devices": "1"}),
+            record("gpu-check-multi", "resnet-ddp", "bf16", world_size=2, comm_share=0.12, mfu=0.3,
+                   config={"workload": {"workload": "resnet"}},
+                   environment={"gpu_uuid": UUID, "cuda_visible_devices": "0,1"}),
+        ],
+    }  # fmt: skip
+
+
+STUB = r"""#!/usr/bin/env bash
+# The GPU machine's Python, played: the probe, the GPU tests and each matrix answer from files the
+# test wrote (records to append, an exit code, a hang); anything else goes to the real Python.
+here=$(dirname "$0")
+echo "$*" >> "$here/calls.txt"
+case "$1 ${2:-}" in
+  "-c "*) echo "gpus $(cat "$here/gpus")"; echo "torch 2.14.1, CUDA 13.0: NVIDIA H200, cc (9, 0)"
+          exit "$(cat "$here/probe.exit")" ;;
+  "-m pytest") echo "7 passed, 1 deselected in 3.0s"; exit "$(cat "$here/tests.exit")" ;;
+  "-m amp_suite") ;;
+  *) exec REAL "$@" ;;
 esac
-""")
-    stub.chmod(0o755)
-    return stub
+while [ $# -gt 0 ]; do
+  case "$1" in --matrix) matrix=$(basename "$2" .yaml); shift ;; --out) out=$2; shift ;; esac; shift
+done
+mkdir -p "$out/logs"  # what a real run leaves: more files than may come back from the machine
+for cell in 1 2 3 4 5 6; do echo log > "$out/logs/$matrix-$cell.log"; done
+echo db > "$out/mlflow.db"; echo '{}' >> "$out/invocations.jsonl"
+cat "$here/$matrix.jsonl" >> "$out/results.jsonl"
+echo "$matrix PYTHONPATH=${PYTHONPATH:-} cap=${GPU_CHECK_MEMORY_CAP_MB:-}" >> "$here/matrices.txt"  # its records are in
+if [ -f "$here/$matrix.hang" ]; then while [ ! -f "$here/release" ]; do sleep 0.1; done; fi
+exit "$(cat "$here/$matrix.exit")"
+"""
+
+NVIDIA_SMI = f"""#!/usr/bin/env bash
+[ "${{1:-}}" = -L ] && echo "GPU 0: NVIDIA H200 (UUID: {UUID})" || echo "| NVIDIA-SMI 580.1 |"
+"""
 
 
-def gpu_check(tmp_path, tests_exit=0, run_exit=0, gpus=1, multi_exit=0):
-    env = {**os.environ, "PYTHON": str(stand_in_python(tmp_path, tests_exit, run_exit, gpus, multi_exit))}
+def stand_in(tmp_path, matrices=None, exits=None, hang=(), gpus=1, tests_exit=0, probe_exit=0):
+    """The stand-in's folder: python, nvidia-smi, and what each matrix does."""
+    here = tmp_path / "stand-in"
+    (here / "bin").mkdir(parents=True)
+    for name, text in (("python", STUB.replace("REAL", sys.executable)), ("bin/nvidia-smi", NVIDIA_SMI)):
+        (here / name).write_text(text)
+        (here / name).chmod(0o755)
+    (here / "gpus").write_text(str(gpus))
+    (here / "tests.exit").write_text(str(tests_exit))
+    (here / "probe.exit").write_text(str(probe_exit))
+    for matrix, records in (matrices or green()).items():
+        (here / f"{matrix}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        (here / f"{matrix}.exit").write_text(str((exits or {}).get(matrix, 0)))
+        if matrix in hang:
+            (here / f"{matrix}.hang").touch()
+    return here
+
+
+def script_env(tmp_path, here, **budgets) -> dict[str, str]:
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHON": str(here / "python"), "PATH": f"{here / 'bin'}:{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+    env |= {"TMPDIR": str(tmp_path / "tmp")} | {f"GPU_CHECK_TIMEOUT_{k.upper()}": str(v) for k, v in budgets.items()}
+    return env
+
+
+def gpu_check(tmp_path, budgets=None, **behaviour):
+    here = stand_in(tmp_path, **behaviour)
     caller = tmp_path / "caller"
     caller.mkdir()
     done = subprocess.run(
-        ["bash", str(REPO / "scripts" / "gpu-check.sh"), "out"], cwd=caller, env=env, capture_output=True, text=True
-    )
-    return done, caller / "out"
+        ["bash", str(REPO / "scripts" / "gpu-check.sh"), "out"],
+        cwd=caller, env=script_env(tmp_path, here, **(budgets or {})), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    out = caller / "out"
+    assert_few_files(out)
+    return done, out, here
 
 
-def test_a_failed_cell_fails_the_check_and_the_summary_says_which(tmp_path):
-    done, out = gpu_check(tmp_path, run_exit=3)
-    assert done.returncode != 0
+def assert_few_files(out):
+    """What comes back from a borrowed GPU machine: at most 8 files."""
+    files = [path for path in out.rglob("*") if path.is_file()]
+    assert len(files) <= 8, files
+    assert {path.name for path in files} <= OUT_FILES, files
+
+
+def screen(out) -> str:
+    return (out / "gpu-check.txt").read_text()
+
+
+def test_all_green_appends_each_stage_checks_every_fact_and_leaves_three_files(tmp_path):
+    done, out, here = gpu_check(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
     assert not (REPO / "out").exists()  # a relative OUT_DIR is the caller's, not the checkout's
-    screen = (out / "gpu-check.txt").read_text()
-    assert screen in done.stdout
-    assert "NVIDIA H200 (cc 9.0, driver 580.1, torch 2.14.1, CUDA 13.0)" in screen
-    assert "GPU tests: 7 passed in 3.0s (exit 0)" in screen
-    assert "matrix: 2 cells: 1 failed, 1 ok (exit 3)" in screen
-    assert "51,234/s | 12.5 TFLOP/s | MFU 25% | 0.0031 J/sample | syncs/step 0" in screen
-    assert "THROTTLED sw_thermal_slowdown" in screen and "an illegal memory access" in screen
-    assert len(screen.splitlines()) <= 40  # one screen
+    text = screen(out)
+    assert text.splitlines()[-2] == "gpu-check: PASS"
+    checks_block = text[text.index("machine: ") :]
+    assert done.stdout.endswith(checks_block) and all(line in done.stdout for line in text.splitlines())  # printed
+    assert len(text.splitlines()) <= 40  # one screen
+    blocks = [text.index(f"[{name}] exit 0") for name in STAGES]
+    assert blocks == sorted(blocks), text  # appended in the order the stages ran
+    assert "[gpu-tests] exit 0" in text and "7 passed, 1 deselected" in text
+    assert "[compile] exit 0" in text and "gpu-check-compile: 4 cells: 4 ok" in text
+    assert "transformer/bs16/seed0/fp32" in text and "3,200/s | 120.0 TFLOP/s | MFU 24% | 0.14 J/sample" in text
+    assert "timed 2.0 s" in text and "largest batch 14 (memory)" in text
+    assert "multi-GPU and DDP: not run, this machine has 1 GPU" in text
+    for line in ("PASS batch search: bf16 fits a larger batch than fp32: bf16 14 (memory), fp32 8 (memory), 1.75x",
+                 "PASS compiled cells ended ok: 3 of 3", "PASS MFU present and <= 1", "n/a  MFU <= 1 for DDP cells",
+                 "PASS energy (NVML) recorded for every ok cell: 10 cells", "PASS environment.gpu_uuid"):  # fmt: skip
+        assert line in text, (line, text)
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 10  # every matrix's records, in one file
+    with tarfile.open(out / "bundle.tar.gz") as bundle:
+        names = set(bundle.getnames())
+    assert {"./nvidia-smi.txt", "./gpu-tests.txt", "./stages.tsv", "./run/mlflow.db", "./run/results.jsonl"} <= names
+    assert sum(name.startswith("./run/logs/") for name in names) == 18
+    calls = (here / "calls.txt").read_text()
+    assert "-m pytest -m gpu -k not largest_batch" in calls  # its batch search is the batch-search stage's
+    assert "experiments/gpu-check.yaml" in calls and "--device cuda" in calls and "gpu-check-multi" not in calls
+    runs = (here / "matrices.txt").read_text().splitlines()
+    assert [run.split()[0] for run in runs] == ["gpu-check-batch", "gpu-check", "gpu-check-compile"]
+    assert "hooks cap=2048" in runs[0] and all(run.endswith("PYTHONPATH= cap=") for run in runs[1:])
 
 
-def test_a_failing_gpu_test_fails_the_check(tmp_path):
-    done, out = gpu_check(tmp_path, tests_exit=1)
-    assert done.returncode != 0 and "(exit 1)" in (out / "gpu-check.txt").read_text()
+def test_the_batch_search_cap_is_queued_for_when_cuda_starts(tmp_path):
+    """The batch-search stage's sitecustomize caps every GPU's allocator at 2 GiB, in the process
+    that starts CUDA (a cell), not at import (the forkserver must never start CUDA)."""
+    script = (REPO / "scripts" / "gpu-check.sh").read_text()
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(script.split("<<'PY'\n")[1].split("\nPY\n")[0])
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "from types import SimpleNamespace\nqueued, capped = [], []\n"
+        "cuda = SimpleNamespace(_lazy_call=queued.append, device_count=lambda: 2,\n"
+        "    get_device_properties=lambda i: SimpleNamespace(total_memory=8 * 2**30),\n"
+        "    set_per_process_memory_fraction=lambda fraction, index: capped.append((fraction, index)))\n"
+    )
+    code = "import torch; before = list(torch.capped); [f() for f in torch.queued]; print(before, torch.capped)"
+    env = {**os.environ, "PYTHONPATH": f"{fake.parent}:{hooks}", "GPU_CHECK_MEMORY_CAP_MB": "2048"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.stdout.strip() == "[] [(0.25, 0), (0.25, 1)]", done.stdout + done.stderr
 
 
-def test_all_green_exits_zero(tmp_path):
-    done, out = gpu_check(tmp_path)
+def test_a_stage_that_hangs_is_stopped_at_its_budget_and_the_rest_still_runs(tmp_path):
+    done, out, _ = gpu_check(tmp_path, budgets={"matrix": 2}, hang={"gpu-check"})
+    assert done.returncode != 0
+    text = screen(out)
+    for name in ("probe", "gpu-tests", "batch-search", "compile"):
+        assert f"[{name}] exit 0" in text, text
+    assert "[matrix] TIMED OUT after" in text and "s of 2 s: gpu-check: 4 cells: 4 ok" in text  # what it recorded
+    assert "gpu-check: FAIL: matrix exit 124" in text
+
+
+def start_in_background(tmp_path, **behaviour):
+    here = stand_in(tmp_path, **behaviour)
+    script = subprocess.Popen(
+        ["bash", str(REPO / "scripts" / "gpu-check.sh"), str(tmp_path / "out")], env=script_env(tmp_path, here),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while "gpu-check-compile" not in _read(here / "matrices.txt") and time.monotonic() < deadline:
+        time.sleep(0.1)  # until the compile stage has started: every stage before it has ended
+    return script, here, tmp_path / "out"
+
+
+def test_a_run_killed_from_outside_leaves_the_summary_of_the_stages_that_ended(tmp_path):
+    """The machine taken back mid-stage: no trap runs, yet OUT_DIR holds the finished stages'
+    summary, records and bundle, and nothing else."""
+    script, here, out = start_in_background(tmp_path, hang={"gpu-check-compile"})
+    try:
+        os.killpg(script.pid, signal.SIGKILL)
+        script.wait(10)
+    finally:
+        (here / "release").touch()  # the stand-in's hang ends; timeout(1), in a group of its own, with it
+    text = screen(out)
+    assert all(f"[{name}] exit 0" in text for name in STAGES[:-1]) and "[compile]" not in text, text
+    assert len((out / "results.jsonl").read_text().splitlines()) == 6  # batch-search's 2 and matrix's 4
+    assert_few_files(out)
+
+
+def test_a_run_stopped_by_sigterm_stops_its_stage_and_says_so(tmp_path):
+    script, here, out = start_in_background(tmp_path, hang={"gpu-check-compile"})
+    try:
+        script.send_signal(signal.SIGTERM)
+        assert script.wait(30) == 143
+    finally:
+        (here / "release").touch()
+    text = screen(out)
+    assert all(f"[{name}] exit 0" in text for name in STAGES[:-1]), text
+    assert text.splitlines()[-1].startswith("gpu-check: stopped by SIGTERM during the compile stage")
+    assert "PASS batch search" in text and "PASS compiled cells ended ok" in text  # the checks of what it has
+    assert len((out / "results.jsonl").read_text().splitlines()) == 10  # the compile stage's too
+    assert_few_files(out)
+
+
+def test_failures_fail_the_check_and_the_summary_says_which(tmp_path):
+    """A failing GPU test, a failed cell (amp-suite exits 3) and a batch search in which bf16 found
+    no more than fp32: each is named, and the script exits non-zero."""
+    matrices = green()
+    matrices["gpu-check-batch"][1] = record("gpu-check-batch", "transformer", "bf16", batch=8, **search(8))
+    matrices["gpu-check"][2] = record("gpu-check", "transformer", "fp16", status="failed",
+                                      reason="RuntimeError: CUDA error: an illegal memory access")  # fmt: skip
+    done, out, _ = gpu_check(tmp_path, matrices=matrices, exits={"gpu-check": 3}, tests_exit=1)
+    assert done.returncode != 0
+    text = screen(out)
+    assert "[gpu-tests] exit 1" in text and "[matrix] exit 3" in text and "1 failed, 3 ok" in text
+    assert "an illegal memory access" in text
+    assert "FAIL batch search: bf16 fits a larger batch than fp32: bf16 8 (memory), fp32 8 (memory)" in text
+    assert "gpu-check: FAIL: gpu-tests exit 1; matrix exit 3; check batch search" in text
+
+
+def test_no_gpu_stops_after_the_probe(tmp_path):
+    done, out, here = gpu_check(tmp_path, probe_exit=1)
+    assert done.returncode != 0
+    assert "[probe] exit 1" in screen(out) and "nothing else was run" in screen(out)
+    assert "-m pytest" not in (here / "calls.txt").read_text()
+
+
+def test_two_gpus_run_the_scheduler_and_ddp_and_judge_ddp_mfu(tmp_path):
+    done, out, here = gpu_check(tmp_path, gpus=2)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (out / "nvidia-smi.txt").exists() and (out / "run.txt").exists()
-
-
-def test_one_gpu_says_the_multi_gpu_and_ddp_paths_did_not_run(tmp_path):
-    done, out = gpu_check(tmp_path, gpus=1)
-    assert done.returncode == 0
-    assert "multi-GPU and DDP: not run, this machine has 1 GPU" in (out / "gpu-check.txt").read_text()
-    assert "gpu-check-multi" not in (tmp_path / "calls.txt").read_text()
-
-
-def test_two_gpus_run_the_scheduler_and_ddp_and_the_summary_shows_where_each_cell_ran(tmp_path):
-    done, out = gpu_check(tmp_path, gpus=2)
-    assert done.returncode == 0, done.stdout + done.stderr
-    calls = (tmp_path / "calls.txt").read_text()
+    calls = (here / "calls.txt").read_text()
     assert "experiments/gpu-check-multi.yaml" in calls and "--gpus all" in calls
-    screen = (out / "gpu-check.txt").read_text()
-    assert "multi-GPU and DDP on 2 GPUs: 2 cells: 2 ok (exit 0)" in screen
-    assert "comm 12% of a step | on GPU 0,1" in screen and "on GPU 1" in screen
-    assert (out / "multi-gpu" / "run.txt").exists()
+    text = screen(out)
+    assert "[multi-gpu] exit 0" in text and "gpu-check-multi: 2 cells: 2 ok" in text
+    assert "comm 12% of a step | on GPU 0,1" in text and "on GPU 1" in text
+    assert "PASS MFU <= 1 for DDP cells on 2+ GPUs: 1 cells, highest 30%" in text
 
 
-def test_a_failing_multi_gpu_run_fails_the_check(tmp_path):
-    done, out = gpu_check(tmp_path, gpus=2, multi_exit=3)
-    assert done.returncode != 0 and "(exit 3)" in (out / "gpu-check.txt").read_text()
+def _read(path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+# -- the checks alone: synthetic records, each fact broken once ---------------------------------
+
+
+def checks(tmp_path, records: list[dict], gpus: int = 1, listed: str = UUID, stages: str = "probe\t0\t1\t60\n"):
+    work = tmp_path / "work"
+    (work / "run").mkdir(parents=True)
+    (work / "run" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (work / "nvidia-smi.txt").write_text(f"GPU 0: NVIDIA H200 (UUID: {listed})\n")
+    (work / "stages.tsv").write_text(stages)
+    command = [sys.executable, str(SUMMARY), "checks", str(work), "--gpus", str(gpus)]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def every_record() -> list[dict]:
+    return [record for records in green().values() for record in records]
+
+
+def _change(records: list[dict], cell_id: str, **fields) -> list[dict]:
+    assert any(r["cell_id"] == cell_id for r in records)
+    return [r | fields if r["cell_id"] == cell_id else r for r in records]
+
+
+BF16_SEARCH, FP32_SEARCH = "transformer/bs14/seed0/bf16", "transformer/bs8/seed0/fp32"
+COMPILED_LM = "transformer/bs16/seed0/tf32/compile-reduce-overhead"
+AUTOTUNED = "mlp/bs16/seed0/tf32/compile-max-autotune"
+CUDA_GRAPHS_BUG = "RuntimeError: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run"
+BROKEN = {
+    "bf16 found what fp32 found": (lambda rs: _change(rs, BF16_SEARCH, **search(8)), "FAIL batch search"),
+    "fp32 stopped at samples": (lambda rs: _change(rs, FP32_SEARCH, **search(64, "samples")), "FAIL batch search"),
+    "no batch search": (lambda rs: [r for r in rs if "batch_search" not in r], "FAIL batch search"),
+    "compiled transformer failed": (
+        lambda rs: _change(rs, COMPILED_LM, status="failed", reason=CUDA_GRAPHS_BUG), "FAIL compiled cells"),
+    "no tf32 max-autotune cell": (
+        lambda rs: [r for r in rs if r["cell_id"] != AUTOTUNED], "FAIL compiled cells ended ok: not run: tf32 + max"),
+    "MFU over 1": (lambda rs: _change(rs, "transformer/bs16/seed0/bf16", mfu=1.4), "FAIL MFU present"),
+    "MFU missing": (lambda rs: _change(rs, "transformer/bs16/seed0/fp16", mfu=None), "FAIL MFU present"),
+    "energy null": (
+        lambda rs: _change(rs, "mlp/bs16/seed0/tf32", energy_j=None, throughput=16000.0,
+                           gpu_state_note="timed steps took 0.40 s: too short for NVML's energy counter (>= 1 s)"),
+        "FAIL energy (NVML) recorded for every ok cell: null in 1 of 12 cells, e.g. mlp/bs16/seed0/tf32 (timed 0.40 s"),
+    "a MIG UUID with a GPU- prefix": (
+        lambda rs: _change(rs, FP32_SEARCH, environment={"gpu_uuid": "GPU-MIG-5c3d2a1b-0e9f-4a8b-9c7d-6e5f4a3b2c1d"}),
+        "FAIL environment.gpu_uuid"),
+    "no UUID": (lambda rs: _change(rs, FP32_SEARCH, environment={"gpu_uuid": None}), "FAIL environment.gpu_uuid"),
+}  # fmt: skip
+
+
+def test_every_check_passes_on_good_records(tmp_path):
+    done = checks(tmp_path, every_record(), gpus=2)
+    assert done.returncode == 0, done.stdout
+    verdicts = [line.split()[0] for line in done.stdout.splitlines()[1:-1]]
+    assert verdicts == ["PASS"] * 6, done.stdout
+    assert done.stdout.splitlines()[0] == "machine: NVIDIA H200 (cc 9.0, driver 580.1, torch 2.14.1, CUDA 13.0)"
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_each_broken_fact_fails_its_check_and_the_exit(tmp_path, case):
+    breaks, expected = BROKEN[case]
+    done = checks(tmp_path, breaks(every_record()))
+    assert done.returncode == 1 and expected in done.stdout, done.stdout
+    assert sum(line.startswith("FAIL") for line in done.stdout.splitlines()) == 1, done.stdout  # that one only
+
+
+def test_a_gpu_without_bf16_has_no_batch_search_to_judge(tmp_path):
+    skipped = _change(every_record(), BF16_SEARCH, status="skipped", reason="bf16 needs compute capability >= 8.0")
+    done = checks(tmp_path, skipped)
+    assert "n/a  batch search: bf16 fits a larger batch than fp32: transformer/bs14/seed0/bf16 skipped" in done.stdout
+    assert done.returncode == 0, done.stdout
+
+
+def test_a_uuid_nvidia_smi_does_not_list_fails(tmp_path):
+    done = checks(tmp_path, every_record(), listed="GPU-00000000-0000-0000-0000-000000000000")
+    assert done.returncode == 1 and f"FAIL environment.gpu_uuid is the GPU's UUID: {UUID} not in" in done.stdout
+
+
+def test_ddp_mfu_over_one_fails_on_two_gpus_and_is_not_judged_on_one(tmp_path):
+    inflated = _change(every_record(), "resnet-ddp/bs16/seed0/bf16", mfu=1.8)
+    assert "FAIL MFU <= 1 for DDP cells" in checks(tmp_path / "two", inflated, gpus=2).stdout
+    assert "n/a  MFU <= 1 for DDP cells on 2+ GPUs: this machine has 1 GPU" in checks(tmp_path / "one", inflated).stdout
+
+
+def test_an_unknown_peak_is_not_judged_and_a_failed_stage_fails_the_verdict(tmp_path):
+    unknown = [r | {"peak_tflops": None, "mfu": None} for r in every_record()]
+    done = checks(tmp_path, unknown, stages="probe\t0\t1\t60\ncompile\t124\t240\t240\n")
+    assert "n/a  MFU present and <= 1 (cells with a known peak): none of 11 ok cells" in done.stdout
+    assert done.returncode == 1 and done.stdout.splitlines()[-1] == "gpu-check: FAIL: compile exit 124"
+
+
+# -- the matrices the stages run -------------------------------------------------------------
+
+
+def test_the_gpu_check_matrices_hold_what_the_checks_judge():
+    """Every precision eager on a matmul-heavy workload, every workload somewhere, the compiled
+    cells the summary expects (one precision: one compile per model and mode), and a batch
+    search of fp32 against bf16; the script runs each on CUDA."""
+    import importlib.util
+
+    from amp_suite.config import PRECISIONS, WORKLOADS, load_matrix
+
+    matrices = {name: load_matrix(REPO / "experiments" / f"{name}.yaml") for name in
+                ("gpu-check", "gpu-check-batch", "gpu-check-compile", "gpu-check-multi")}  # fmt: skip
+    eager = matrices["gpu-check"]
+    assert tuple(eager.precisions) == PRECISIONS[:4] and {w.workload for w in eager.workloads} == {"transformer"}
+    assert {w.workload for m in matrices.values() for w in m.workloads} == set(WORKLOADS)
+    spec = importlib.util.spec_from_file_location("gpu_check_summary", SUMMARY)
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    compiled = [
+        {"precision": c.precision, "compile": c.compile, "config": {"workload": {"workload": c.workload.workload}}}
+        for c in matrices["gpu-check-compile"].cells("cuda")
+    ]
+    assert matrices["gpu-check-compile"].precisions == ["tf32"]
+    assert all(any(matches(c) for c in compiled) for _, matches in summary.EXPECTED_COMPILED)
+    batch = matrices["gpu-check-batch"]
+    assert batch.precisions == ["fp32", "bf16"] and [w.batch_sizes for w in batch.workloads] == [["auto"]]
+    script = (REPO / "scripts" / "gpu-check.sh").read_text()
+    assert all(f"experiments/{name}.yaml" in script for name in matrices) and "--device cuda" in script

@@ -63,7 +63,7 @@ def clock(monkeypatch):
     """perf_counter under the test's control, so the timed region lasts what the test says."""
     now = [100.0]
     monkeypatch.setattr(gpu_state.time, "perf_counter", lambda: now[0])
-    monkeypatch.setattr(nvml, "nvml_uuid", lambda device: "GPU-1234")
+    monkeypatch.setattr(nvml, "_torch_uuid", lambda device: "GPU-1234")
     return now
 
 

@@ -72,7 +72,8 @@ class OldDriverNvml:
 
 @pytest.fixture
 def uuid(monkeypatch):
-    monkeypatch.setattr(nvml, "nvml_uuid", lambda device: "GPU-abcd")
+    monkeypatch.setattr(nvml, "_torch_uuid", lambda device: "abcd")  # torch prints no prefix
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
 def test_query_falls_back_per_reading_and_names_what_is_missing(uuid):
@@ -104,3 +105,38 @@ def test_doctor_says_why_when_nvml_cannot_open(uuid):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
 
     assert "error" in doctor.nvml_state(torch.device("cuda", 0), NoDriver())
+
+
+class MigNvml(OldDriverNvml):
+    """A MIG slice: NVML knows it by "MIG-<uuid>" only, the digits torch reports."""
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if uuid != "MIG-abcd":
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return super().nvmlDeviceGetHandleByUUID(uuid)
+
+
+def test_a_mig_slice_is_found_by_its_mig_uuid_not_a_gpu_one(uuid, monkeypatch):
+    device = NvmlDevice.open(torch.device("cuda", 0), MigNvml())
+    assert device.uuid == device.nvml.asked_for == "MIG-abcd"
+    assert nvml.nvml_uuid(torch.device("cuda", 0), MigNvml()) == "MIG-abcd"  # what the record names
+    assert nvml.nvml_uuid(torch.device("cuda", 0), OldDriverNvml()) == "GPU-abcd"  # a whole GPU
+
+    class NoDriver(OldDriverNvml):
+        def nvmlInit(self):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    assert nvml.nvml_uuid(torch.device("cuda", 0), NoDriver()) == "GPU-abcd"  # the likeliest, unasked
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-abcd")
+    assert nvml.nvml_uuid(torch.device("cuda", 0), NoDriver()) == "MIG-abcd"
+
+
+def test_a_device_nvml_knows_by_neither_spelling_raises_and_shuts_nvml_down(uuid):
+    class Unknown(OldDriverNvml):
+        def nvmlDeviceGetHandleByUUID(self, uuid):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+
+    fake = Unknown()
+    with pytest.raises(pynvml.NVMLError):
+        NvmlDevice.open(torch.device("cuda", 0), fake)
+    assert fake.shut_down

@@ -122,6 +122,21 @@ def test_fp32_math_sets_and_restores_every_switch():
     assert (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision) == before
 
 
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_keeps_the_legacy_tf32_getters_working(name):
+    """Inductor's autotuning calls torch.get_float32_matmul_precision(), which raises ("a mix of
+    the legacy and new APIs") when only the fp32_precision API was set; its conv templates read
+    the cuDNN backend's own default."""
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    with POLICIES[name]("cuda").numerics():
+        tf32 = POLICIES[name].fp32_math_mode == "tf32"
+        assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
+        assert torch.backends.cuda.matmul.allow_tf32 is tf32
+        assert torch.backends.cudnn.allow_tf32 is tf32
+        assert torch.backends.cudnn.fp32_precision == ("tf32" if tf32 else "ieee")
+    assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
+
+
 def test_fp32_turns_tf32_off_and_tf32_turns_it_on():
     with PrecisionPolicy("cuda").numerics() as fp32:
         assert fp32["cuda.matmul"] == "ieee" and fp32["cudnn.conv"] == "ieee"

@@ -70,6 +70,9 @@ def run(
             raise ConfigError("--gpus and --ray: choose one (on a Ray cluster, each cell asks Ray for its GPUs)")
         path = resolve_matrix(matrix) if matrix is not None else None
         selected = load_matrix(path).select(*selection) if path is not None else None
+        # GPU indexes as nvidia-smi and NVML number them (PCI bus order), for --gpus and for each
+        # cell's CUDA_VISIBLE_DEVICES; CUDA's default puts the fastest GPU first. Before CUDA starts.
+        os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         if ray is not None:
             resolved_device = _fleet_device(device)
         else:  # with --gpus, no GPU is an error, not a note that the CPU will do

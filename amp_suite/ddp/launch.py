@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from amp_suite.config import CellSpec
+from amp_suite.measure import ForwardedOutOfMemoryError
 
 RENDEZVOUS_TIMEOUT_S = 120  # every rank imports torch before it joins; a loaded 2-core box takes ~10 s
 SHUTDOWN_TIMEOUT_S = 5  # a rank stopped by the agent gets this long before SIGKILL (the worker gets 5 s too)
@@ -51,7 +52,9 @@ def unsupported_reason(spec: CellSpec, device: torch.device) -> str | None:
 
 def measure_ddp(spec: CellSpec, device: torch.device, progress: Progress) -> dict[str, Any]:
     """Run the ranks to completion; the fields of rank 0's measurement, or an exception saying
-    which rank failed and why (torch.OutOfMemoryError when a rank ran out of device memory)."""
+    which rank failed and why (a torch.OutOfMemoryError with the rank's memory figures when it ran
+    out of device memory). `tflops` and `throughput` are the ranks' together: the cell's MFU
+    divides by the world size's peak (amp_suite.peaks.utilisation)."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -88,7 +91,10 @@ def _rank_error(exc: Any, work: Path, world: int) -> Exception:
     written = _read(work / f"rank{rank}.json")
     if "error" in written:
         message = f"rank {rank} of {world} failed: {written['error']}"
-        return torch.OutOfMemoryError(message) if written.get("oom") else RuntimeError(message)
+        # An OOM carries the rank's allocator figures: this process never held the rank's tensors.
+        if written.get("oom"):
+            return ForwardedOutOfMemoryError(message, written.get("memory", {}))
+        return RuntimeError(message)
     if failure.exitcode < 0:
         name = failure.signal_name()
         hint = ", often the out-of-memory killer" if name == "SIGKILL" else ""

@@ -5,7 +5,7 @@ initial weights, the precision policy with its own GradScaler), wraps the model 
 DistributedDataParallel, and trains its shard of the seeded batch stream. The timed steps
 synchronise gradients as DDP always does; then, after validation, the same batches run again
 inside `no_sync()` (no all-reduce), and the difference is what communication costs. It writes
-`rank<N>.json` in the folder: {"fields": ...} or {"error": ..., "oom": ...}.
+`rank<N>.json` in the folder: {"fields": ...} or {"error": ..., "oom": ..., "memory": ...}.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
 from amp_suite.ddp.launch import backend
 from amp_suite.gpu_state import GpuState
-from amp_suite.measure import PeakMemory, Spread, make_step_timer, release_cached_blocks, step_stats
+from amp_suite.measure import PeakMemory, Spread, make_step_timer, memory_at_oom, release_cached_blocks, step_stats
 from amp_suite.precision import PrecisionPolicy, make_policy, observed_matmul_dtype
 from amp_suite.results import describe_error
 from amp_suite.worker import stop_with_parent
@@ -50,20 +50,32 @@ COMM_HOOKS = {"none": None, "fp16": "fp16_compress_hook", "bf16": "bf16_compress
 def main(argv: list[str]) -> int:
     _stop_with_parent()
     spec_path, folder = Path(argv[1]), Path(argv[2])
-    rank = int(os.environ["RANK"])
+    rank, device = int(os.environ["RANK"]), None
     try:
-        fields = run_rank(CellSpec.model_validate_json(spec_path.read_text()), rank, int(os.environ["WORLD_SIZE"]))
+        spec = CellSpec.model_validate_json(spec_path.read_text())
+        device = rank_device(spec)
+        fields = run_rank(spec, device, rank, int(os.environ["WORLD_SIZE"]))
         _write(folder / f"rank{rank}.json", {"fields": fields})
         return 0
     except Exception as exc:  # the launcher stops the other ranks; the record gets this line
         traceback.print_exc()
-        oom = isinstance(exc, torch.OutOfMemoryError)
-        _write(folder / f"rank{rank}.json", {"error": describe_error(exc, limit=400), "oom": oom})
+        _write(folder / f"rank{rank}.json", _failure(exc, device))
         return 1
 
 
-def run_rank(spec: CellSpec, rank: int, world: int) -> dict[str, Any]:
-    device = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if spec.device == "cuda" else "cpu")
+def _failure(exc: Exception, device: torch.device | None) -> dict[str, Any]:
+    """The error in one line and, when it is an OOM, this rank's allocator figures at that moment,
+    which the launcher puts in the record (its own allocator never held the rank's tensors)."""
+    oom = isinstance(exc, torch.OutOfMemoryError)
+    memory = memory_at_oom(device) if oom and device is not None else {}
+    return {"error": describe_error(exc, limit=400), "oom": oom, "memory": memory}
+
+
+def rank_device(spec: CellSpec) -> torch.device:
+    return torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if spec.device == "cuda" else "cpu")
+
+
+def run_rank(spec: CellSpec, device: torch.device, rank: int, world: int) -> dict[str, Any]:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     else:
@@ -123,6 +135,7 @@ def measure_rank(spec: CellSpec, device: torch.device, rank: int, world: int) ->
         "throughput": world * spec.batch_size * spec.steps / span_s,  # global samples/s
         "warmup_s": warmup_s,
         "host_syncs_per_step": host_syncs,
+        # The ranks' together, as throughput is: MFU divides it by world size x one GPU's peak.
         "tflops": None if flops is None else world * flops * spec.steps / span_s / 1e12,
         **timed_fields(stats, spread, memory),
         **trained_fields(session, loss_curve, validation),
