@@ -62,7 +62,9 @@ class CellRecord(BaseModel):
     )
     tflops: float | None = Field(None, description="achieved TFLOP/s over the measured steps")
     peak_tflops: float | None = Field(None, description="the GPU's dense datasheet peak for this math mode")
-    mfu: float | None = Field(None, description="tflops / peak_tflops; None where the peak is not known")
+    mfu: float | None = Field(
+        None, description="tflops / (peak_tflops x the cell's GPUs, a DDP cell's world size); None off a known peak"
+    )
     warmup_s: float | None = Field(None, description="wall time of the warmup steps (torch.compile compiles in them)")
     energy_j: float | None = Field(None, description="GPU energy over the timed steps (NVML counter delta)")
     energy_j_per_sample: float | None = None

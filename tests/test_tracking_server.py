@@ -77,9 +77,10 @@ OUTAGE_MATRIX = tiny_matrix(
     repeats=2,
     precisions=["fp32", "bf16"],
     workloads=[
-        {"workload": "mlp", "in_features": 16, "hidden": 32, "depth": 2, "batch_sizes": [8], "samples": 64},
+        {"workload": "mlp", "in_features": 16, "hidden": 32, "depth": 2, "batch_sizes": [8], "samples": 64,
+         "force": ["bf16"]},  # bf16 on any CPU (conftest.tiny_matrix)
         {"workload": "mlp", "label": "wild", "in_features": 16, "hidden": 32, "depth": 2, "batch_sizes": [8],
-         "samples": 64, "lr": 1.0e6},
+         "samples": 64, "lr": 1.0e6, "force": ["bf16"]},
     ],  # fmt: skip
     expect=[{"workload": "wild", "precision": p, "status": "diverged"} for p in ("fp32", "bf16")],
 )
