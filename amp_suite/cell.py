@@ -41,6 +41,7 @@ from amp_suite.workloads.base import LoadedData
 
 # progress(phase, steps done, steps in phase)
 Progress = Callable[[str, int, int], None]
+Probed = Callable[[dict[str, Any]], None]  # the record fields that say where the cell runs
 Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms) from Trainer.run
 DIAGNOSTIC_PARTS = 4  # the step diagnostics run on micro-batches of a quarter of the batch (step_diagnostics)
 
@@ -49,9 +50,10 @@ def no_progress(phase: str, done: int, total: int) -> None:
     pass
 
 
-def run_cell(spec: CellSpec, progress: Progress = no_progress) -> CellRecord:
+def run_cell(spec: CellSpec, progress: Progress = no_progress, probed: Probed | None = None) -> CellRecord:
     """Never raises for a cell's own failure: it comes back as status "failed" with the error, or
-    "oom" when the batch did not fit in device memory."""
+    "oom" when the batch did not fit in device memory. `probed` is told the machine as soon as it
+    is known, so that a cell killed later is still recorded under the machine it ran on."""
     started, clock = utc_now(), time.perf_counter()
     device = torch.device(spec.device)
     fields: dict[str, Any] = {"started_at": started}
@@ -59,6 +61,8 @@ def run_cell(spec: CellSpec, progress: Progress = no_progress) -> CellRecord:
         caps = probe(device)
         env = environment.collect(device, caps)
         fields.update(device_name=caps.name, environment=env, machine=Machine.describe(caps, env))
+        if probed is not None:
+            probed({"device_name": caps.name, "environment": env, "machine": fields["machine"].model_dump(mode="json")})
         impossible = unsupported_axes(spec, device)  # not a matter of speed: --force can't run these
         if impossible:
             return CellRecord.for_spec(spec, "skipped", impossible, **fields)

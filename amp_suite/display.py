@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -13,6 +12,7 @@ from amp_suite.config import CellSpec
 from amp_suite.outcome import Outcome
 from amp_suite.results import CellRecord
 from amp_suite.summary import SummaryRow, natural_throughput
+from amp_suite.text import plain, printable
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "diverged": "magenta", "oom": "red"}
 
@@ -44,16 +44,16 @@ class RichDisplay:
         self.progress.update(self.cells_task, total=to_run)
 
     def warn(self, message: str) -> None:
-        self.console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        self.console.print(f"[yellow]warning:[/] {plain(message)}", highlight=False, soft_wrap=True)
 
     def start_cell(self, spec: CellSpec, where: str | None = None) -> None:
         """A bar per running cell (several at once with --gpus or --ray, each saying where it runs)."""
-        label = f"  {spec.cell_id}" + (f" [{where}]" if where else "")
+        label = f"  {plain(spec.cell_id)}" + (f" {plain(f'[{where}]')}" if where else "")
         self.running[spec.cell_id] = (self.progress.add_task(f"{label} starting", total=None), label)
 
     def cell_progress(self, spec: CellSpec, phase: str, done: int, total: int) -> None:
         task, label = self.running[spec.cell_id]
-        self.progress.update(task, description=f"{label} {phase}", completed=done, total=total)
+        self.progress.update(task, description=f"{label} {plain(phase)}", completed=done, total=total)
 
     def finish_cell(self, record: CellRecord) -> None:
         self.progress.advance(self.cells_task)
@@ -62,8 +62,8 @@ class RichDisplay:
         style = STATUS_STYLE[record.status]
         rate, unit = natural_throughput(record)
         detail = f"{rate:,.1f} {unit}" if rate is not None else ""
-        reason = f"  ({record.reason})" if record.reason else ""
-        self.console.print(f"[{style}]{record.status:>7}[/] {record.cell_id}  {detail}{reason}", highlight=False)
+        reason = f"  ({plain(record.reason)})" if record.reason else ""
+        self.console.print(f"[{style}]{record.status:>7}[/] {plain(record.cell_id)}  {detail}{reason}", highlight=False)
 
 
 SUMMARY_COLUMNS = (
@@ -80,17 +80,18 @@ def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memo
     machines = list(dict.fromkeys(row.machine for row in rows))
     for machine in machines:
         table = _summary_table(
-            [row for row in rows if row.machine == machine], f"{title} on {machine}", memory_kind, notes
+            [row for row in rows if row.machine == machine], plain(f"{title} on {machine}"), memory_kind, notes
         )
         console.print(table)
     for reason, number in notes.items():
-        console.print(f"  [{number}] {reason}", highlight=False, markup=False)
+        console.print(f"  [{number}] {printable(reason)}", highlight=False, markup=False)
 
 
 def _summary_table(rows: Sequence[SummaryRow], title: str, memory_kind: str | None, notes: dict[str, int]) -> Table:
     with_tf32 = any(row.speedup_vs_tf32 is not None and row.precision != "tf32" for row in rows)
     columns = SUMMARY_COLUMNS[:7] + (("vs tf32",) if with_tf32 else ()) + SUMMARY_COLUMNS[7:]
-    table = Table(title=title, title_justify="left", caption=f"peak memory: {memory_kind}" if memory_kind else None)
+    caption = plain(f"peak memory: {memory_kind}") if memory_kind else None
+    table = Table(title=title, title_justify="left", caption=caption)
     for column in columns:
         justify = "left" if column in ("workload", "variant", "precision", "status") else "right"
         table.add_column(column, justify=justify, no_wrap=True)
@@ -105,12 +106,12 @@ def _summary_table(rows: Sequence[SummaryRow], title: str, memory_kind: str | No
         note = " ".join(part for part in (reference, noisy, throttled) if part)
         tf32 = (_speedup(row.speedup_vs_tf32, row.speedup_vs_tf32_interval),) if with_tf32 else ()
         table.add_row(
-            row.workload,
-            row.batch,
-            row.variant,
-            row.precision,
-            f"[{STATUS_STYLE.get(row.status, 'white')}]{row.status}[/]",
-            _number(row.throughput, "{:,.1f} " + row.unit),
+            plain(row.workload),
+            plain(row.batch),
+            plain(row.variant),
+            plain(row.precision),
+            f"[{STATUS_STYLE.get(row.status, 'white')}]{plain(row.status)}[/]",
+            plain(_number(row.throughput, "{:,.1f} " + row.unit)),
             _speedup(row.speedup, row.speedup_interval),
             *tf32,
             _number(row.peak_memory_mb, "{:,.0f}"),
@@ -132,18 +133,18 @@ def _speedup(value: float | None, interval: tuple[float, float] | None) -> str:
 def print_outcome(console: Console, outcome: Outcome) -> None:
     """What the exit code means: the expectations that held, and every one that did not."""
     for line in outcome.as_expected:
-        console.print(f"  [green]as expected[/]  {line}", highlight=False)
+        console.print(f"  [green]as expected[/]  {plain(line)}", highlight=False)
     if outcome.problems:
         code = int(outcome.exit_code)
         console.print(f"[red]Exit {code} ({outcome.label}):[/]", highlight=False)
         for line in outcome.problems:
-            console.print(f"  [red]-[/] {escape(line)}", highlight=False)
+            console.print(f"  [red]-[/] {plain(line)}", highlight=False)
 
 
 def _validation(row: SummaryRow) -> str:
     if row.val_metric is None:
         return "-"
-    return f"{METRIC_LABELS.get(row.val_metric_name, row.val_metric_name)} {row.val_metric:.3f}"
+    return plain(f"{METRIC_LABELS.get(row.val_metric_name, row.val_metric_name)} {row.val_metric:.3f}")
 
 
 def _parity(row: SummaryRow) -> str:
@@ -162,7 +163,7 @@ RAN_IN_STYLE = {"lower": "green", "promoted": "cyan", "float32": "white", "other
 
 def print_audit(console: Console, audit: dict) -> None:
     """Per-op dtypes of one training step; ops with no floating-point output are left out."""
-    title = f"{audit['workload']} / {audit['precision']} on {audit['device']}: one training step"
+    title = plain(f"{audit['workload']} / {audit['precision']} on {audit['device']}: one training step")
     table = Table(title=title, title_justify="left")
     for column in ("phase", "op", "calls", "inputs", "outputs", "ran in"):
         table.add_column(column, justify="right" if column == "calls" else "left")
@@ -171,9 +172,9 @@ def print_audit(console: Console, audit: dict) -> None:
             continue
         style = RAN_IN_STYLE.get(op["ran_in"].split("+")[0], "white")
         table.add_row(
-            op["phase"], op["op"], str(op["calls"]), ", ".join(op["input_dtypes"]), ", ".join(op["output_dtypes"]),
-            f"[{style}]{op['ran_in']}[/]",
+            plain(op["phase"]), plain(op["op"]), str(op["calls"]), plain(", ".join(op["input_dtypes"])),
+            plain(", ".join(op["output_dtypes"])), f"[{style}]{plain(op['ran_in'])}[/]",
         )  # fmt: skip
     console.print(table)
     for check, ok in audit["checks"].items():
-        console.print(f"  {'[green]ok[/]' if ok else '[red]FAILED[/]'}  {check.replace('_', ' ')}")
+        console.print(f"  {'[green]ok[/]' if ok else '[red]FAILED[/]'}  {plain(check.replace('_', ' '))}")

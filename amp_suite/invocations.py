@@ -94,11 +94,12 @@ class InvocationLog:
         line = InvocationEnded(invocation_id=invocation_id, at=utc_now(), outcome=outcome, detail=detail)
         append_line(self.path, line.model_dump_json())
 
-    def read(self) -> list[Invocation]:
-        """Invocations in the order they started; unreadable lines are skipped."""
+    def read(self) -> tuple[list[Invocation], int]:
+        """Invocations in the order they started, and how many lines could not be read as one."""
         started: dict[str, InvocationStarted] = {}
         ended: dict[str, InvocationEnded] = {}
-        for data in read_objects(self.path)[0]:
+        objects, unreadable = read_objects(self.path)
+        for data in objects:
             try:
                 if data.get("event") == "started":
                     line = InvocationStarted.model_validate(data)
@@ -106,9 +107,11 @@ class InvocationLog:
                 elif data.get("event") == "ended":
                     end = InvocationEnded.model_validate(data)
                     ended.setdefault(end.invocation_id, end)
+                else:
+                    unreadable += 1
             except ValidationError:
-                continue
-        return [Invocation(line, ended.get(key)) for key, line in started.items()]
+                unreadable += 1
+        return [Invocation(line, ended.get(key)) for key, line in started.items()], unreadable
 
     def unfinished(self) -> list[Invocation]:
-        return [invocation for invocation in self.read() if invocation.ended is None]
+        return [invocation for invocation in self.read()[0] if invocation.ended is None]

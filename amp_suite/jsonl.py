@@ -3,7 +3,8 @@
 An append adds one complete line or leaves the file exactly as it was. Stop signals wait until
 it has written (a handler that raises mid-write would cut the line), and a write that fails
 part-way, as on a full disk, is cut back to the old size before the error is raised. Readers
-skip any line that is cut off, not UTF-8 or not a JSON object, and say how many they skipped.
+skip any line that is cut off, not UTF-8, not a JSON object, longer or more deeply nested than
+any record, and say how many they skipped; a path that is not a regular file is refused.
 No torch here.
 """
 
@@ -15,11 +16,17 @@ import os
 from pathlib import Path
 from typing import Any
 
+from amp_suite.files import bounded_lines
 from amp_suite.signals import signals_held
+
+# A record is a few kB to a few MB (long loss curves, a dtype audit); nothing the suite writes
+# nests deeper than a handful of levels. Lines past either bound are skipped and counted.
+MAX_LINE_BYTES = 64 << 20
+MAX_DEPTH = 32
 
 
 class LineWriteError(OSError):
-    """A line could not be appended; the file is as it was before the attempt."""
+    """A line could not be appended (or the run folder it goes in written); the file is as it was."""
 
 
 def append_line(path: Path, text: str) -> None:
@@ -63,22 +70,43 @@ def json_safe(value: Any) -> Any:
 
 
 def read_objects(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """Every JSON object in the file, and how many non-blank lines could not be read as one."""
-    try:
-        raw_lines = path.read_bytes().splitlines()
-    except FileNotFoundError:
-        return [], 0
+    """Every JSON object in the file, and how many non-blank lines could not be read as one.
+
+    RefusedFile (one line, exit 2 at the CLI) if the path is there but is not a regular file."""
     objects, unreadable = [], 0
-    for raw in raw_lines:
-        if not raw.strip():
+    for raw in bounded_lines(path, MAX_LINE_BYTES):
+        if raw is not None and not raw.strip():
             continue
-        try:
-            value = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+        value = _object_of(raw) if raw is not None else None
+        if value is None:
             unreadable += 1
-            continue
-        if isinstance(value, dict):
-            objects.append(value)
         else:
-            unreadable += 1
+            objects.append(value)
     return objects, unreadable
+
+
+def _object_of(raw: bytes) -> dict[str, Any] | None:
+    """The line's JSON object, or None for anything else: cut off, not UTF-8, not an object, or
+    nested deeper than any record is (a line of 10^5 brackets makes the parser recurse out)."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or _depth(value) > MAX_DEPTH:
+        return None
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value`, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest

@@ -22,7 +22,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2  # nothing ran: bad input, unusable path or tracker, folder busy, no GPU where required
     CELLS_FAILED = 3  # a cell failed or diverged that the matrix did not expect to
     UNEXPECTED_VERDICT = 4  # a parity verdict (or an expected outcome) other than the expected one
-    WRITE_FAILED = 5  # stopped early: a record could not be written (a full disk); sync: the store failed
+    WRITE_FAILED = 5  # a record (stopped early) or the report could not be written; sync: the store failed
     # 128 + N: stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)
 
 
@@ -34,7 +34,11 @@ class Outcome:
 
     @property
     def label(self) -> str:
-        return {0: "as expected", 3: "cells failed", 4: "unexpected verdicts"}[int(self.exit_code)]
+        return {0: "as expected", 3: "cells failed", 4: "unexpected verdicts", 5: "not written"}[int(self.exit_code)]
+
+    def unwritten(self, problem: str) -> Outcome:
+        """This outcome, with something that should have been written and was not: exit 5."""
+        return Outcome(ExitCode.WRITE_FAILED, (*self.problems, problem), self.as_expected)
 
 
 def judge(records: Sequence[CellRecord], summary: Sequence[SummaryRow], expect: Sequence[Expectation]) -> Outcome:

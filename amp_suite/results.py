@@ -16,6 +16,7 @@ the JSON strings "NaN", "Infinity" and "-Infinity", and read back as floats.
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,15 @@ class CellRecord(BaseModel):
     log_path: str | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     environment: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _ok_means_measured(self) -> CellRecord:
+        """An ok cell measured a rate: a non-finite or non-positive one (a hand-edited line, a
+        broken timer) would turn every ratio built on it into nonsense."""
+        rate = self.throughput
+        if self.status == "ok" and rate is not None and not (math.isfinite(rate) and rate > 0):
+            raise ValueError(f"status ok with throughput {rate}: an ok cell has a positive, finite rate")
+        return self
 
     @classmethod
     def for_spec(cls, spec: CellSpec, status: Status, reason: str | None = None, **fields: Any) -> CellRecord:

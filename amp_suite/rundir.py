@@ -17,7 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from amp_suite.config import ConfigError
+from amp_suite.files import open_regular
 from amp_suite.invocations import InvocationLog
+from amp_suite.paths import check_path, shown
 from amp_suite.results import ResultsFile
 
 LOCK_FILE = ".amp-suite.lock"
@@ -42,22 +44,36 @@ class RunDirectory:
     def log_path(self, cell_id: str) -> Path:
         return self.path / "logs" / (cell_id.replace("/", "_") + ".log")
 
+    def check_readable(self) -> None:
+        """RefusedFile (one line) if results.jsonl or invocations.jsonl is there but is not a
+        regular file: a symlink to /dev/zero or a FIFO would flood or hang whoever reads it."""
+        for path in (self.results.path, self.invocations.path):
+            with open_regular(path):
+                pass
+
     @staticmethod
     def check_writable(path: Path, option: str = "--out") -> None:
         """Fail with one line if `path` can't become a run folder, before anything starts."""
-        if path.exists() and not path.is_dir():
-            raise ConfigError(f"{option} {path}: exists and is not a folder")
-        existing = next(parent for parent in (path, *path.parents) if parent.exists())
-        if not existing.is_dir():
-            raise ConfigError(f"{option} {path}: {existing} is not a folder")
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise ConfigError(f"{option} {path}: {existing} is not writable")
-        for name, kind in EXPECTED_ENTRIES.items():
-            entry = path / name
-            if entry.exists() and not (entry.is_dir() if kind == "folder" else entry.is_file()):
-                raise ConfigError(f"{option} {path}: {entry} is not a {kind}")  # a device, a folder, ...
-            if entry.exists() and not os.access(entry, os.W_OK):
-                raise ConfigError(f"{option} {path}: {entry} is not writable")
+        check_path(path, option)  # loops, names too long, /proc and the like
+        label = f"{option} {shown(path)}"
+        try:
+            if path.exists() and not path.is_dir():
+                raise ConfigError(f"{label}: exists and is not a folder")
+            existing = next(parent for parent in (path, *path.parents) if parent.exists())
+            if not existing.is_dir():
+                raise ConfigError(f"{label}: {shown(existing)} is not a folder")
+            if not os.access(existing, os.W_OK | os.X_OK):
+                raise ConfigError(f"{label}: {shown(existing)} is not writable")
+            for name, kind in EXPECTED_ENTRIES.items():
+                entry = path / name
+                if entry.is_symlink() and not entry.exists():  # writing it would land wherever it leads
+                    raise ConfigError(f"{label}: {shown(entry)} is a symbolic link that loops or leads nowhere")
+                if entry.exists() and not (entry.is_dir() if kind == "folder" else entry.is_file()):
+                    raise ConfigError(f"{label}: {shown(entry)} is not a {kind}")  # a device, a folder, ...
+                if entry.exists() and not os.access(entry, os.W_OK):
+                    raise ConfigError(f"{label}: {shown(entry)} is not writable")
+        except OSError as exc:  # whatever else the file system says: one line, not a traceback
+            raise ConfigError(f"{label}: {exc.strerror or exc}") from None
 
     @contextmanager
     def locked(self, command: str) -> Iterator[None]:

@@ -67,6 +67,7 @@ class MatrixRunner:
         self.environment = environment or {}
         self.reporter = reporter
         self.executor = executor or OnThisBox()
+        self.report_folder: Path | None = None  # where run() wrote the report, if it did
         self._searches: dict[str, BatchSearch] = {}  # batch_sizes auto: one search serves every seed
         self._search_locks: dict[str, threading.Lock] = {}  # concurrent seeds wait for that one search
 
@@ -97,7 +98,10 @@ class MatrixRunner:
             records += self._run_cells(todo, invocation.invocation_id)
             summary = summarize(records)
             outcome = judge(records, summary, self.matrix.expect)
-            self.tracker.finish(summary, outcome, self._report(records))
+            self.report_folder, unwritten = self._report(records)
+            if unwritten is not None:
+                outcome = outcome.unwritten(unwritten)
+            self.tracker.finish(summary, outcome, self.report_folder)
         except BaseException as exc:
             ending, why = _how_it_stopped(exc)
             self.tracker.abort(ending, why)
@@ -183,16 +187,17 @@ class MatrixRunner:
                 self._searches[key] = search_batch(spec, spec.workload.samples, probe)
             return self._searches[key]
 
-    def _report(self, records: list[CellRecord]) -> Path | None:
-        """The report is a view of the records, which are safe already: failing to draw it warns."""
+    def _report(self, records: list[CellRecord]) -> tuple[Path | None, str | None]:
+        """(the report's folder, None) or (None, why it was not written). The records are safe
+        already, and `amp-suite report` can write it from them once the cause is gone."""
         if self.reporter is None:
-            return None
+            return None, None
         try:
-            return self.reporter(records)
+            return self.reporter(records), None
         except Exception as exc:
-            why = describe_error(exc)
-            self.display.warn(f"report: not written ({why}); `amp-suite report` can write it from the records")
-            return None
+            why = f"report: not written ({describe_error(exc)}); `amp-suite report` writes it from the records"
+            self.display.warn(why)
+            return None, why
 
     def _close_orphans(self) -> None:
         orphans = self.directory.invocations.unfinished()

@@ -55,7 +55,9 @@ def stop_on_signals() -> Iterator[None]:
         yield
     finally:
         for signum, action in previous.items():
-            signal.signal(signum, action)
+            # Once stopping, the process is on its way out with the first signal's exit code: a
+            # second Ctrl-C or SIGTERM during the last cleanup must not kill it by that signal.
+            signal.signal(signum, signal.SIG_IGN if _State.stopping else action)
 
 
 @contextmanager

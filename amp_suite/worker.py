@@ -15,6 +15,7 @@ CUDA starts) and its share of the CPU threads, when several cells run at once (a
 from __future__ import annotations
 
 import ctypes
+import json
 import multiprocessing
 import os
 import signal
@@ -27,6 +28,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from amp_suite.config import CellSpec
+from amp_suite.jsonl import LineWriteError, json_safe
 from amp_suite.results import CellRecord
 
 PROGRESS_INTERVAL_S = 0.2  # at most five progress messages a second leave the child
@@ -69,13 +71,16 @@ def run_isolated(
     """Run the cell in a child process; `target` replaces the child's entry point in tests.
     `cancelled`: for a cell run from a thread (the main thread gets signals, this one does not):
     once set, the cell is stopped and Cancelled raised."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # the run folder was removed or replaced under the run: stop it as a failed write
+        raise LineWriteError(exc.errno, f"cannot create {log_path.parent}: {exc.strerror}") from exc
     reader, writer = context.Pipe(duplex=False)
     args = (spec.model_dump_json(), writer, str(log_path), asdict(placement))
     process = context.Process(target=target or _child_main, args=args)
     process.start()
     writer.close()  # the child holds the only writer now, so its exit means EOF here
-    record = None
+    record, probed = None, {}
     try:
         while True:
             try:
@@ -84,6 +89,8 @@ def run_isolated(
                 break
             if kind == "progress":
                 on_progress(*payload)
+            elif kind == "probed":
+                probed = json.loads(payload)
             else:
                 record = CellRecord.model_validate_json(payload)
         process.join()
@@ -99,7 +106,7 @@ def run_isolated(
         logged = log_path.exists() and log_path.stat().st_size > 0
         where = f"see {log_path}" if logged else "it died before writing its log: see the suite's own output"
         reason = f"worker process died ({_exit_description(process.exitcode)}); {where}"
-        record = CellRecord.for_spec(spec, "failed", reason)
+        record = CellRecord.for_spec(spec, "failed", reason, **probed)  # where it ran, if it got that far
     return record.model_copy(update={"log_path": str(log_path)})
 
 
@@ -172,6 +179,9 @@ def _child_main(spec_json: str, connection: Connection, log_path: str, placement
 
     from amp_suite.cell import run_cell  # preloaded in the forkserver: no import cost here
 
-    record = run_cell(CellSpec.model_validate_json(spec_json), _ThrottledProgress(connection))
+    def probed(where: dict) -> None:
+        connection.send(("probed", json.dumps(json_safe(where))))
+
+    record = run_cell(CellSpec.model_validate_json(spec_json), _ThrottledProgress(connection), probed)
     connection.send(("record", record.model_dump_json()))
     connection.close()

@@ -82,6 +82,15 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str, interva
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+def process_alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def runs_in(tracking_uri: str, experiment: str) -> tuple[list, list]:
     """(parent runs, child runs) of an experiment, read with MLflow's own client."""
     from mlflow import MlflowClient

@@ -81,14 +81,17 @@ def test_bad_matrix_files(tmp_path, case):
 
 def test_an_endless_matrix_file(tmp_path):
     result = run_measured("run", "--matrix", "/dev/zero", "--out", str(tmp_path / "out"), cwd=tmp_path)
-    assert_refused(result, "larger than 1 MiB")
+    assert_refused(result, "matrix /dev/zero: is a character device, not a regular file")
+    os.mkfifo(tmp_path / "fifo.yaml")  # nothing ever writes it: reading would wait forever
+    result = run_measured("run", "--matrix", str(tmp_path / "fifo.yaml"), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert_refused(result, "fifo.yaml: is a FIFO, not a regular file")
 
 
 @pytest.mark.parametrize(
     "args, expected",
     [
         (["--matrix", "missing.yaml"], "no such file"),
-        (["--matrix", "."], "is a folder, not a file"),
+        (["--matrix", "."], "is a folder, not a regular file"),
         (["--out", "a-file"], "--out a-file: exists and is not a folder"),
         (["--out", "a-file/below"], "a-file is not a folder"),
         (["--tracking-uri", "ftp://host/x"], "unsupported scheme 'ftp'"),

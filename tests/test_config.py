@@ -174,9 +174,14 @@ def test_files_that_are_not_matrices_fail_fast_and_small(tmp_path, content, expe
     assert len(str(raised.value)) < 400
 
 
-def test_an_endless_file_is_read_only_up_to_the_limit():
+def test_an_endless_file_is_read_only_up_to_the_limit(tmp_path):
+    with pytest.raises(ConfigError, match="is a character device, not a regular file"):
+        load_matrix(Path("/dev/zero"))  # never read at all
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as sparse:
+        sparse.truncate(1 << 40)  # a terabyte that takes no room: only the first MiB is read
     with pytest.raises(ConfigError, match="larger than 1 MiB"):
-        load_matrix(Path("/dev/zero"))
+        load_matrix(huge)
 
 
 def test_a_folder_is_not_a_matrix(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import amp_suite, read_records, start_amp_suite, tiny_matrix, wait_for
+from conftest import amp_suite, process_alive, read_records, start_amp_suite, tiny_matrix, wait_for
 
 from amp_suite import cell as cell_module
 from amp_suite.capability import cuda_caps
@@ -255,14 +255,6 @@ def _ranks_of(pid: int) -> dict[int, int]:
     return ranks
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def test_a_rank_killed_mid_cell_fails_the_cell_with_the_reason_and_stops_the_other_rank(tmp_path):
     ddp = {**MLP, "ddp": {"world_size": [2]}}
     after = {**MLP, "label": "after"}
@@ -274,14 +266,14 @@ def test_a_rank_killed_mid_cell_fails_the_cell_with_the_reason_and_stops_the_oth
     ranks = wait_for(lambda: (found := _ranks_of(run.pid)) and len(found) == 2 and found, 120, "both ranks to start")
     time.sleep(3)  # into their training
     os.kill(ranks[1], signal.SIGKILL)  # as the out-of-memory killer would
-    wait_for(lambda: not _alive(ranks[0]), 30, "the launcher to stop rank 0")
+    wait_for(lambda: not process_alive(ranks[0]), 30, "the launcher to stop rank 0")
     wait_for(lambda: (out / "logs" / "after_bs8_seed0_fp32.log").exists(), 60, "the next cell to start")
     run.send_signal(signal.SIGTERM)  # the plain cell would take minutes at 20,000 steps; its start is what counts
     run.communicate(timeout=60)
     records = read_records(out)
     assert records[0]["cell_id"] == "mlp/bs8/seed0/fp32/ddp2" and records[0]["status"] == "failed"
     assert "rank 1 was killed by SIGKILL" in records[0]["reason"], records[0]["reason"]
-    assert not any(_alive(pid) for pid in ranks.values())
+    assert not any(process_alive(pid) for pid in ranks.values())
 
 
 def test_stopping_the_suite_stops_its_ranks(tmp_path):
@@ -295,5 +287,5 @@ def test_stopping_the_suite_stops_its_ranks(tmp_path):
     run.send_signal(signal.SIGINT)  # Ctrl-C
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 128 + signal.SIGINT, stderr
-    wait_for(lambda: not any(_alive(pid) for pid in ranks.values()), 15, "the ranks to stop")
+    wait_for(lambda: not any(process_alive(pid) for pid in ranks.values()), 15, "the ranks to stop")
     assert not (out / "results.jsonl").exists() or read_records(out) == []

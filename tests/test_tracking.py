@@ -12,7 +12,7 @@ import time
 import pytest
 
 from amp_suite.config import ConfigError
-from amp_suite.signals import Stopped, stop_on_signals
+from amp_suite.signals import STOP_SIGNALS, Stopped, stop_on_signals
 from amp_suite.tracking import FailSafeTracker, TrackingError
 from amp_suite.tracking.mlflow_store import MlflowStore
 from amp_suite.tracking.uri import check_tracking_uri, mask_credentials
@@ -153,9 +153,14 @@ class SignalledMidCall:
 def test_a_stop_signal_waits_for_the_tracker_call_to_finish():
     inner = SignalledMidCall()
     tracker = FailSafeTracker(inner, lambda message: None, "sync")
-    with pytest.raises(Stopped), stop_on_signals():
-        try:
-            tracker.start(None, None)
-        finally:
-            tracker.abort("interrupted", "stopped by SIGTERM")
+    handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        with pytest.raises(Stopped), stop_on_signals():
+            try:
+                tracker.start(None, None)
+            finally:
+                tracker.abort("interrupted", "stopped by SIGTERM")
+    finally:  # a stopped process ignores further stop signals on its way out; pytest goes on
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     assert inner.finished == ["start", "abort after interrupted"]

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from amp_suite.config import ConfigError
 from amp_suite.outcome import ExitCode
+from amp_suite.text import printable
 from amp_suite.tracking.uri import mask_credentials
 
 app = typer.Typer(
@@ -22,8 +23,8 @@ app = typer.Typer(
     help="Measure whether automatic mixed precision pays off on this machine, and record it in MLflow.",
 )
 # Logs and CI are not terminals; rich would squeeze the summary table into 80 columns there.
-console = Console(width=None if sys.stdout.isatty() else 200)
-errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)  # ":x:" in a path stays ":x:"
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200, emoji=False)
 
 # A wheel carries the matrices inside the package; a source checkout has them beside it.
 PACKAGED_EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
@@ -50,13 +51,19 @@ class DeviceChoice(str, Enum):
 
 
 def fail(message: str, code: int = ExitCode.BAD_INPUT) -> typer.Exit:
-    line = mask_credentials(" ".join(message.split()))
+    line = mask_credentials(" ".join(printable(message).split()))
     errors.print(f"amp-suite: error: {line}", highlight=False, markup=False, soft_wrap=True)
     return typer.Exit(int(code))
 
 
 def say(message: str) -> None:
-    console.print(mask_credentials(message), highlight=False, markup=False)
+    console.print(printable(mask_credentials(message)), highlight=False, markup=False)
+
+
+def warn(message: str) -> None:
+    """A problem that did not stop the command, on stderr."""
+    line = printable(mask_credentials(message))
+    errors.print(f"amp-suite: warning: {line}", highlight=False, markup=False, soft_wrap=True)
 
 
 def resolve_device(choice: DeviceChoice) -> str:

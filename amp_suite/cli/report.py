@@ -11,6 +11,8 @@ import typer
 
 from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, fail, say, split_names
 from amp_suite.config import ConfigError
+from amp_suite.outcome import ExitCode
+from amp_suite.paths import is_folder
 from amp_suite.rundir import RunDirectory
 from amp_suite.tracking.uri import check_tracking_uri
 
@@ -69,9 +71,12 @@ def report(
         raise fail(str(exc)) from None
     except ConnectionError as exc:
         raise fail(f"tracking store {tracking_uri} is not usable: {exc}") from None
-    done, written = make_report(
-        gathered.records, published, baseline.value, sources, gathered.unreadable, destination, chosen
-    )
+    try:
+        done, written = make_report(
+            gathered.records, published, baseline.value, sources, gathered.unreadable, destination, chosen
+        )
+    except OSError as exc:  # e.g. a full disk: each file is written whole or not at all
+        raise fail(f"report not written to {destination}: {exc.strerror or exc}", ExitCode.WRITE_FAILED) from None
     verdicts = _counts(c.verdict for c in done.claims)
     matched = _counts(r.verdict for r in done.references)
     say(f"{done.records} records, {len(done.machines)} machine(s): {', '.join(m.label for m in done.machines)}")
@@ -97,7 +102,7 @@ def _unread(gathered) -> str:
 
 def _report_folder(sources: list[str]) -> Path:
     """A single run folder keeps its report beside its records; anything else writes ./report."""
-    if len(sources) == 1 and Path(sources[0]).is_dir():
+    if len(sources) == 1 and is_folder(Path(sources[0])):
         return Path(sources[0]) / "report"
     return Path("report")
 

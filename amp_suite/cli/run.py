@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Annotated, Optional
@@ -28,7 +29,7 @@ from amp_suite.executors import Executor, OnThisBox
 from amp_suite.outcome import ExitCode
 from amp_suite.rundir import RunDirectory
 from amp_suite.scheduler import GpuSelection
-from amp_suite.tracking.uri import check_tracking_uri, embedded_store_uri, mask_credentials
+from amp_suite.tracking.uri import check_tracking_store, embedded_store_uri, mask_credentials
 
 IMAGE_PREFIX = "AMP_SUITE_IMAGE_"  # set by the container image: its base, CUDA line, torch index
 MAX_EXPERIMENT_NAME = 256
@@ -60,7 +61,7 @@ def run(
     try:
         # Everything that needs no torch is checked first: bad input fails in a second.
         if tracking_uri is not None:
-            check_tracking_uri(tracking_uri)
+            check_tracking_store(tracking_uri)  # port, scheme, driver, SQLite folder
         RunDirectory.check_writable(out)
         if experiment is not None and not 0 < len(experiment) <= MAX_EXPERIMENT_NAME:
             raise ConfigError(f"--experiment: give 1 to {MAX_EXPERIMENT_NAME} characters")
@@ -68,8 +69,11 @@ def run(
         selection_of_gpus = GpuSelection.parse(gpus) if gpus is not None else None
         if selection_of_gpus and ray is not None:
             raise ConfigError("--gpus and --ray: choose one (on a Ray cluster, each cell asks Ray for its GPUs)")
+        if selection_of_gpus and device is DeviceChoice.cpu:
+            raise ConfigError("--gpus runs cells on CUDA GPUs; --device cpu runs them on the CPU: choose one")
         path = resolve_matrix(matrix) if matrix is not None else None
         selected = load_matrix(path).select(*selection) if path is not None else None
+        _check_machines(selected, ray)
         # GPU indexes as nvidia-smi and NVML number them (PCI bus order), for --gpus and for each
         # cell's CUDA_VISIBLE_DEVICES; CUDA's default puts the fastest GPU first. Before CUDA starts.
         os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
@@ -81,8 +85,7 @@ def run(
             path = default_matrix(resolved_device)
             say(f"No --matrix given: running {path} for device {resolved_device}.")
             selected = load_matrix(path).select(*selection)
-        if selected.machines and ray is None:
-            raise ConfigError("machines: the matrix runs once per GPU type on a Ray cluster; pass --ray ADDRESS")
+        _check_machines(selected, ray)
         cells = selected.cells(resolved_device, force=force)
         text = read_matrix_text(path)
         executor = _fleet(ray) if ray is not None else OnThisBox(_devices(selection_of_gpus, resolved_device))
@@ -98,6 +101,11 @@ def run(
         _run_matrix(selected, cells, text, out, tracking_uri, experiment or selected.name, resume, executor)
     finally:
         executor.close()
+
+
+def _check_machines(selected: Matrix | None, ray: str | None) -> None:
+    if selected is not None and selected.machines and ray is None:
+        raise ConfigError("machines: the matrix runs once per GPU type on a Ray cluster; pass --ray ADDRESS")
 
 
 def _local_device(choice: DeviceChoice, announce: bool) -> str:
@@ -153,17 +161,20 @@ def _run_matrix(
     from amp_suite.runner import MatrixRunner
     from amp_suite.signals import signal_of, stop_on_signals
     from amp_suite.tracking import FailSafeTracker, TrackingError
+    from amp_suite.tracking.logs import route_store_logs
     from amp_suite.tracking.mlflow_tracker import MlflowTracker
 
     directory = RunDirectory(out)
     uri = tracking_uri or embedded_store_uri(out)
+    route_store_logs(None)  # until the folder is ours: a refused run leaves nothing behind
     catch_up = f"amp-suite sync {out}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
     try:
         store = _open_store(tracking_uri, None) if tracking_uri else None
         if store is not None:
             store.check_reachable()  # before anything is written
         with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
-            store = store or _open_store(uri, out / "mlartifacts")  # the embedded store lives in --out
+            route_store_logs(out / "logs" / "tracking.log")
+            store = store or _open_embedded_store(out)
             tracker = FailSafeTracker(MlflowTracker(store), display.warn, mask_credentials(catch_up))
             runner = MatrixRunner(
                 matrix, cells, directory, tracker, display, resume, deployment_environment(), _reporter(out), executor
@@ -174,11 +185,7 @@ def _run_matrix(
     except (TrackingError, ConnectionError) as exc:
         raise fail(f"tracking store {uri} is not usable: {exc}") from None
     except LineWriteError as exc:
-        raise fail(
-            f"{exc.strerror}; every record before it is intact in {directory.results.path}."
-            " Make room, then run again with --resume",
-            ExitCode.WRITE_FAILED,
-        ) from None
+        raise fail(_unwritten(exc, directory), ExitCode.WRITE_FAILED) from None
     except KeyboardInterrupt as exc:
         stopped_by = signal_of(exc)
         raise fail(
@@ -187,10 +194,24 @@ def _run_matrix(
         ) from None
     kinds = sorted({r.peak_memory_kind for r in records if r.peak_memory_kind})
     print_summary(console, summary, f"{matrix.name}: {len(records)} cells", ", ".join(kinds) or None)
-    say(f"Results: {directory.results.path}   Report: {out / 'report' / 'report.html'}")
+    report = runner.report_folder / "report.html" if runner.report_folder else "not written (see the warning above)"
+    say(f"Results: {directory.results.path}   Report: {report}")
     say(f"MLflow: {uri}   (amp-suite ui --out {out})")
     print_outcome(console, outcome)
     raise typer.Exit(int(outcome.exit_code))
+
+
+def _unwritten(exc: OSError, directory: RunDirectory) -> str:
+    """What a failed append means for the records, and what to do: by its cause, not one guess."""
+    if not directory.path.is_dir():  # the folder was removed (or moved) under the running matrix
+        return f"{exc.strerror}: {directory.path} is gone, and the records this run wrote into it with it"
+    remedy = {errno.ENOSPC: "Make room", errno.EDQUOT: "Make room (a disk quota is full)",
+              errno.EACCES: "Make it writable", errno.EPERM: "Make it writable",
+              errno.EROFS: "Remount it read-write"}.get(exc.errno, "Fix that")  # fmt: skip
+    return (
+        f"{exc.strerror}; every record before it is intact in {directory.results.path}."
+        f" {remedy}, then run again with --resume"
+    )
 
 
 def _reporter(out: Path):
@@ -204,6 +225,15 @@ def _reporter(out: Path):
         return out / "report"
 
     return write
+
+
+def _open_embedded_store(out: Path):
+    """The store in --out, its artifacts in --out/mlartifacts: where the folder is now, even if it
+    was copied or moved since (its experiments would still point at the old place)."""
+    from amp_suite.tracking.relocate import ARTIFACTS, relocate_artifacts
+
+    relocate_artifacts(out / "mlflow.db")
+    return _open_store(embedded_store_uri(out), out / ARTIFACTS)
 
 
 def _open_store(uri: str, artifact_root: Path | None):

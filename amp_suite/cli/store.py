@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, errors, fail, say
+from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, errors, fail, say, warn
 from amp_suite.config import ConfigError
 from amp_suite.outcome import ExitCode
+from amp_suite.paths import check_path, is_file, shown
 from amp_suite.rundir import RunDirectory
-from amp_suite.tracking.uri import check_tracking_uri, embedded_store_uri
+from amp_suite.tracking.uri import check_tracking_store, embedded_store_uri
 
 
 @app.command()
@@ -30,10 +30,11 @@ def sync(
     Idempotent: records already there are left alone, so a second sync adds nothing."""
     try:
         if tracking_uri is not None:
-            check_tracking_uri(tracking_uri)
+            check_tracking_store(tracking_uri)  # port, scheme, driver: before MLflow loads
         for folder in run_dirs:
-            if not any((folder / name).is_file() for name in ("results.jsonl", "invocations.jsonl")):
-                raise ConfigError(f"{folder}: not a run folder (no results.jsonl or invocations.jsonl)")
+            check_path(folder)  # a loop, a name too long, /proc and the like
+            if not any(is_file(folder / name) for name in ("results.jsonl", "invocations.jsonl")):
+                raise ConfigError(f"{shown(folder)}: not a run folder (no results.jsonl or invocations.jsonl)")
     except ConfigError as exc:
         raise fail(str(exc)) from None
     for key, value in MLFLOW_HTTP_DEFAULTS.items():
@@ -46,7 +47,9 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
     from contextlib import nullcontext
 
     from amp_suite.results import describe_error
+    from amp_suite.tracking.logs import route_store_logs
     from amp_suite.tracking.mlflow_store import MlflowStore
+    from amp_suite.tracking.relocate import relocate_artifacts
     from amp_suite.tracking.sync import SyncReport, sync_run_dir
 
     uri = tracking_uri or embedded_store_uri(directory.path)
@@ -54,9 +57,19 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
     writable = os.access(directory.path, os.W_OK)
     report = SyncReport()
     try:
+        directory.check_readable()  # before MLflow loads, or an embedded store is created
+        database = directory.path / "mlflow.db"
+        if tracking_uri is None and database.is_symlink() and not database.exists():
+            raise ConfigError(f"{database}: a symbolic link that loops or leads nowhere (the store would go there)")
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    route_store_logs(directory.path / "logs" / "tracking.log" if writable else None)
+    try:
         store = MlflowStore(uri)
         store.check_reachable()
         with directory.locked("amp-suite sync") if writable else nullcontext():
+            if tracking_uri is None and writable:  # a copied folder writes into its own mlartifacts/
+                relocate_artifacts(directory.path / "mlflow.db")
             sync_run_dir(directory, store, report)
     except ConfigError as exc:
         raise fail(str(exc)) from None
@@ -67,6 +80,8 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
         stopped = f"sync of {directory.path} into {uri} stopped: {describe_error(exc)}"
         raise fail(stopped, ExitCode.WRITE_FAILED) from None
     say(f"{directory.path} -> {uri}: {report.describe()}")
+    for problem in report.problems():
+        warn(f"{directory.path}: {problem}")
 
 
 @app.command()
@@ -79,8 +94,13 @@ def ui(
 ) -> None:
     """Open the MLflow UI on the embedded store of an earlier run."""
     store = out / "mlflow.db"
-    if not store.is_file():
-        raise fail(f"--out {out}: no MLflow store at {store}; run `amp-suite run --out {out}` first")
+    try:
+        check_path(out, "--out")
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    if not is_file(store):
+        missing = f"no MLflow store at {shown(store)}; run `amp-suite run --out {shown(out)}` first"
+        raise fail(f"--out {shown(out)}: {missing}")
     if not _is_loopback(host):
         errors.print(
             f"amp-suite: warning: serving {store} on {host}:{port} without authentication: anyone who can reach"
@@ -90,11 +110,46 @@ def ui(
             highlight=False, markup=False, soft_wrap=True,
         )  # fmt: skip
     _relocate_artifacts(RunDirectory(out))
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", embedded_store_uri(out)]
-    command += ["--host", host, "--port", str(port)]
-    # MLflow 3's UI opens in its GenAI view unless told otherwise; this link opens model training.
-    say(f"MLflow UI on http://{host}:{port}/#/experiments?workflowType=machine_learning (Ctrl-C to stop)")
-    os.execv(sys.executable, command)
+    _serve(out, host, port)
+
+
+def _serve(out: Path, host: str, port: int) -> None:
+    """The MLflow UI until Ctrl-C (exit 130) or a stop signal; exit 2 if it can't start or stops."""
+    import tempfile
+
+    from amp_suite.signals import signal_of, stop_on_signals
+    from amp_suite.tracking.ui_server import UiServer, UiServerError
+
+    try:
+        UiServer.check_port(host, port)
+    except UiServerError as exc:
+        raise fail(str(exc)) from None
+    log = _ui_log(out) or tempfile.NamedTemporaryFile(prefix="amp-suite-ui-", suffix=".log")
+    server = UiServer(embedded_store_uri(out), host, port, log)
+    try:
+        with log, stop_on_signals():
+            try:
+                server.start()
+                server.wait_until_serving()
+                # MLflow 3's UI opens in its GenAI view unless told otherwise; this link opens model training.
+                say(f"MLflow UI on http://{host}:{port}/#/experiments?workflowType=machine_learning (Ctrl-C to stop)")
+                server.wait()
+            finally:
+                server.stop()
+    except UiServerError as exc:
+        kept = Path(log.name).parent == out / "logs"  # a temporary log is gone by now
+        raise fail(f"{exc} (its log: {log.name})" if kept else str(exc)) from None
+    except KeyboardInterrupt as exc:
+        raise typer.Exit(128 + signal_of(exc)) from None
+
+
+def _ui_log(out: Path):
+    """<out>/logs/ui.log for the server's output, or None where the folder is read-only."""
+    try:
+        (out / "logs").mkdir(exist_ok=True)
+        return (out / "logs" / "ui.log").open("ab")
+    except OSError:
+        return None
 
 
 def _relocate_artifacts(directory: RunDirectory) -> None:

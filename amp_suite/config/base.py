@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator
 from pydantic_core import PydanticCustomError
 
+from amp_suite.errors import ConfigError, shorten  # noqa: F401  (re-exported: the config layer raises them)
+
 # The precision modes, written once: each with the datasheet column its matmuls run at (for MFU).
 # amp_suite.precision holds a policy for each, and checks that it does. fp16-noscale (autocast
 # fp16 without GradScaler) is the negative control: it shows the parity check can fail when small
@@ -28,10 +30,6 @@ CompileMode = Annotated[Literal[COMPILE_MODES], BeforeValidator(_compile_mode)] 
 Device = Literal["cuda", "cpu"]
 # diverged: the cell ran, but a step produced inf/NaN outside GradScaler's skip-and-retry.
 Status = Literal["ok", "skipped", "failed", "diverged", "oom"]  # oom: the batch did not fit in device memory
-
-
-class ConfigError(ValueError):
-    """Bad user input. The message is one line that names the field, the value and the choices."""
 
 
 class FrozenModel(BaseModel):
@@ -78,8 +76,3 @@ BatchSize = Annotated[int | Literal["auto"], PlainValidator(_batch_size)]
 
 def count(upper: int, lower: int = 1, **kwargs):
     return Field(ge=lower, le=upper, **kwargs)
-
-
-def shorten(text: str, limit: int) -> str:
-    """Error messages never echo unbounded input."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -10,41 +10,34 @@ from pydantic import ValidationError
 from amp_suite.config.base import MAX_MATRIX_BYTES, MAX_YAML_NODES, ConfigError, shorten
 from amp_suite.config.matrix import Matrix
 from amp_suite.config.workloads import WORKLOADS
+from amp_suite.files import RefusedFile, read_limited
+from amp_suite.paths import shown
 
 
 def load_matrix(path: Path) -> Matrix:
     """Read and validate a matrix file; every problem becomes one ConfigError line."""
     data = _parse_yaml(path, read_matrix_text(path))
     if not isinstance(data, dict):
-        raise ConfigError(f"matrix {_shown(path)}: expected a mapping of keys at the top, got {type(data).__name__}")
+        raise ConfigError(f"matrix {shown(path)}: expected a mapping of keys at the top, got {type(data).__name__}")
     try:
         return Matrix.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"matrix {_shown(path)}: {describe_validation_error(exc)}") from None
-
-
-def _shown(path: Path) -> str:
-    return shorten(str(path), 200)
+        raise ConfigError(f"matrix {shown(path)}: {describe_validation_error(exc)}") from None
 
 
 def read_matrix_text(path: Path) -> str:
-    """At most MAX_MATRIX_BYTES of UTF-8: a device file or a huge file can't stall or flood us."""
+    """At most MAX_MATRIX_BYTES of UTF-8 from a regular file: a device, a FIFO or a huge file
+    can't stall or flood us."""
     try:
-        if path.is_dir():
-            raise ConfigError(f"matrix {_shown(path)}: is a folder, not a file")
-        with path.open("rb") as handle:
-            data = handle.read(MAX_MATRIX_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"matrix {_shown(path)}: no such file") from None
-    except OSError as exc:
-        raise ConfigError(f"matrix {_shown(path)}: cannot read ({exc.strerror})") from None
-    if len(data) > MAX_MATRIX_BYTES:
-        limit = MAX_MATRIX_BYTES >> 20
-        raise ConfigError(f"matrix {_shown(path)}: larger than {limit} MiB; a matrix file is a few lines")
+        data = read_limited(path, MAX_MATRIX_BYTES)
+    except RefusedFile as exc:
+        raise ConfigError(f"matrix {exc}") from None
+    if data is None:
+        raise ConfigError(f"matrix {shown(path)}: no such file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError(f"matrix {_shown(path)}: not UTF-8 text (is it a YAML file?)") from None
+        raise ConfigError(f"matrix {shown(path)}: not UTF-8 text (is it a YAML file?)") from None
 
 
 def _parse_yaml(path: Path, text: str) -> object:
@@ -57,9 +50,9 @@ def _parse_yaml(path: Path, text: str) -> object:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
         problem = getattr(exc, "problem", None) or "unparseable"
-        raise ConfigError(f"matrix {_shown(path)}: malformed YAML{at}: {shorten(problem, 100)}") from None
+        raise ConfigError(f"matrix {shown(path)}: malformed YAML{at}: {shorten(problem, 100)}") from None
     except _NotAMatrix as exc:
-        raise ConfigError(f"matrix {_shown(path)}: {exc}") from None
+        raise ConfigError(f"matrix {shown(path)}: {exc}") from None
 
 
 class _NotAMatrix(Exception):

@@ -18,10 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from amp_suite.config import ConfigError
 from amp_suite.config.loading import describe_validation_error
+from amp_suite.files import RefusedFile, read_limited
 from amp_suite.machine import Machine
 from amp_suite.summary import SummaryRow
 
 SHIPPED = Path(__file__).resolve().parent.parent / "references"
+MAX_REFERENCE_BYTES = 4 << 20  # the shipped sets are a few kB
 DEFAULT_TOLERANCE = 0.15  # relative, on throughput and on speedup
 # NVIDIA's "mixed precision" (AMP) is fp16 with loss scaling: the suite's fp16 mode.
 PRECISION_NAMES = {"amp": "fp16", "fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16"}
@@ -97,8 +99,10 @@ def load_references(name_or_path: str | None) -> list[Reference]:
 
 def _read(path: Path) -> list[Reference]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load((read_limited(path, MAX_REFERENCE_BYTES) or b"").decode("utf-8"))
         return ReferenceFile.model_validate(data).references
+    except RefusedFile as exc:
+        raise ConfigError(f"--references {exc}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

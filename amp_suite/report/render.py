@@ -15,6 +15,7 @@ from pathlib import Path
 from amp_suite.report.build import Report, Row
 from amp_suite.report.claims import CLAIMS
 from amp_suite.report.figures import Figure
+from amp_suite.text import markdown_cell
 
 FORMATS = ("html", "md", "json")
 
@@ -240,20 +241,27 @@ def _parity(row: Row) -> str:
 
 
 def to_markdown(report: Report, figures: Sequence[Figure]) -> str:
-    lines = ["# amp-suite report", "", _header(report), ""]
-    lines += [f"> note: {_md_cell(note)}\n" for note in report.notes]
+    """Every piece of text passes through markdown_cell: names, reasons and sources come from
+    records and users, and must not end a line (a heading), a cell (a pipe) or become HTML."""
+    lines = ["# amp-suite report", "", markdown_cell(_header(report)), ""]
+    lines += [f"> note: {markdown_cell(note)}\n" for note in report.notes]
     for section in sections(report):
-        lines += [f"## {section.title}", "", section.intro, ""]
-        lines.append("| " + " | ".join(section.headers) + " |")
+        lines += [f"## {markdown_cell(section.title)}", "", markdown_cell(section.intro), ""]
+        lines.append("| " + " | ".join(markdown_cell(header) for header in section.headers) + " |")
         lines.append("|" + "---|" * len(section.headers))
-        lines += ["| " + " | ".join(_md_cell(cell) for cell in row) + " |" for row in section.rows]
+        lines += ["| " + " | ".join(markdown_cell(cell) for cell in row) + " |" for row in section.rows]
         lines.append("")
-        lines += [f"{_md_cell(note)}  " for note in section.notes]
+        lines += [f"{markdown_cell(note)}  " for note in section.notes]
         lines += [""] if section.notes else []
     if figures:
         lines += ["## Figures", ""]
-        lines += [f"![{figure.title}](figures/{figure.name})\n" for figure in figures]
+        lines += [f"![{_alt(figure.title)}](figures/{figure.name})\n" for figure in figures]
     return "\n".join(lines)
+
+
+def _alt(text: str) -> str:
+    """An image's alt text ends at its first "]"."""
+    return markdown_cell(text).replace("[", "\\[").replace("]", "\\]")
 
 
 def to_html(report: Report, figures: Sequence[Figure]) -> str:
@@ -288,16 +296,16 @@ def _header(report: Report) -> str:
     )
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _write(path: Path, text: str) -> Path:
     return _write_bytes(path, text.encode("utf-8"))
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:
     partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(data)
-    partial.replace(path)  # a reader never sees half a report
+    try:
+        partial.write_bytes(data)
+        partial.replace(path)  # a reader never sees half a report
+    except OSError:
+        partial.unlink(missing_ok=True)  # e.g. a full disk: no half-written file is left behind
+        raise
     return path

@@ -8,6 +8,7 @@ by its identity. Reading MLflow needs the store only: each cell run carries its 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +16,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from amp_suite.config import ConfigError
-from amp_suite.results import CellRecord, ResultsFile, StoredRecord
+from amp_suite.paths import check_path, is_file, is_folder, shown
+from amp_suite.results import CellRecord, ResultsFile, StoredRecord, describe_error
 from amp_suite.rundir import RunDirectory
+from amp_suite.tracking.uri import check_tracking_store
 
 
 @dataclass
@@ -39,24 +42,39 @@ class Gathered:
 def results_file(source: str) -> Path | None:
     """The results.jsonl a source names: the file itself, or the one in a run folder."""
     path = Path(source)
-    if path.is_dir():
+    if is_folder(path):
         return RunDirectory(path).results.path
-    if path.is_file():
+    if is_file(path):
         return path
     return None
 
 
 def check_sources(sources: list[str], tracking_uri: str | None) -> None:
-    """Cheap checks before anything is read: each source exists, or is an experiment name."""
+    """Cheap checks before anything is read: each source is a path that can be read, or (given a
+    store) an experiment name; reading an experiment needs a store that is there."""
+    experiments = False
     for source in sources:
+        if tracking_uri is None or _lexists(source):  # a path, not an experiment's name
+            check_path(Path(source))  # a loop, a name too long, /proc and the like
         path = results_file(source)
-        if path is not None and not path.is_file():
-            raise ConfigError(f"{source}: not a run folder (no results.jsonl in it)")
+        if path is not None and not is_file(path):
+            raise ConfigError(f"{shown(source)}: not a run folder (no results.jsonl in it)")
         if path is None and tracking_uri is None:
             raise ConfigError(
-                f"{source[:200]}: no such run folder or results file (to read an MLflow experiment by name,"
+                f"{shown(source)}: no such run folder or results file (to read an MLflow experiment by name,"
                 " give --tracking-uri)"
             )
+        experiments = experiments or path is None
+    if experiments and tracking_uri is not None:
+        check_tracking_store(tracking_uri, existing=True)  # its driver installed; a SQLite file is there
+
+
+def _lexists(source: str) -> bool:
+    try:
+        os.lstat(source)
+    except (OSError, ValueError):  # nothing there, a name too long, a NUL byte
+        return False
+    return True
 
 
 def gather(sources: list[str], tracking_uri: str | None) -> Gathered:
@@ -82,11 +100,18 @@ def _record_of(store, run_id: str, scratch: Path) -> dict:
 def _experiment_records(experiment: str, tracking_uri: str | None) -> tuple[list[CellRecord], int]:
     from mlflow.exceptions import MlflowException
 
+    from amp_suite.tracking.logs import route_store_logs
     from amp_suite.tracking.mlflow_store import TAG_RECORD, MlflowStore
 
-    store = MlflowStore(tracking_uri or "")
-    store.check_reachable()
-    experiment_id = store.experiment_id(experiment, create=False)
+    route_store_logs(None)  # a failing store is one line from the CLI, not MLflow's log dump
+    try:
+        store = MlflowStore(tracking_uri or "")
+        store.check_reachable()
+        experiment_id = store.experiment_id(experiment, create=False)
+    except ConnectionError:
+        raise
+    except Exception as exc:  # not a database, a schema from another MLflow, a server that errs
+        raise ConnectionError(describe_error(exc)) from exc
     if experiment_id is None:
         raise ConfigError(f"{experiment[:200]}: no such experiment in {tracking_uri}")
     records, unreadable = [], 0

@@ -14,12 +14,14 @@ metric identical in key, timestamp, step and value).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,8 @@ from amp_suite.invocations import InvocationStarted
 from amp_suite.jsonl import json_safe
 from amp_suite.results import CellRecord
 from amp_suite.summary import SummaryRow, group_key
-from amp_suite.tracking.uri import is_server
+from amp_suite.tracking.uri import artifact_root as default_artifact_root
+from amp_suite.tracking.uri import for_mlflow, is_server, sqlite_database
 
 TAG_INVOCATION = "amp_suite.invocation_id"
 TAG_RECORD = "amp_suite.record_id"
@@ -60,9 +63,11 @@ class MlflowStore:
             raise RuntimeError(f"MLflow is not installed: pip install mlflow ({exc})") from exc
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # schema-migration chatter
         self._entities = entities
-        self.client = MlflowClient(tracking_uri=tracking_uri)
+        with _first_use(sqlite_database(tracking_uri)):
+            self.client = MlflowClient(tracking_uri=for_mlflow(tracking_uri))  # creates (or migrates) the store
         self.uri = tracking_uri
-        self.artifact_root = artifact_root
+        # A SQLite store keeps its artifacts beside its database, never in the working directory's ./mlruns.
+        self.artifact_root = artifact_root if artifact_root is not None else default_artifact_root(tracking_uri)
 
     def check_reachable(self) -> None:
         """One bounded request before anything else: an unreachable server fails in seconds, not
@@ -215,6 +220,20 @@ class MlflowStore:
             self.client.log_batch(run_id, tags=chunk)
         for chunk in _chunks(metric_list, MAX_METRICS_PER_CALL):
             self.client.log_batch(run_id, metrics=chunk)
+
+
+@contextmanager
+def _first_use(database: Path | None) -> Iterator[None]:
+    """Hold an flock on a SQLite store's file while MLflow opens it. MLflow creates a new store's
+    tables on first use, in a migration that two processes at once break for good (both fail,
+    `_alembic_tmp_*` left behind); the second now waits until the first has made the store.
+    SQLite's own locks are fcntl locks, which an flock does not touch."""
+    if database is None:  # a server, or another database: it serialises its own migrations
+        yield
+        return
+    with open(database, "ab") as handle:  # SQLite takes an empty file as a new database
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def matrix_params(config: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from amp_suite.config import CellSpec, Matrix
 from amp_suite.invocations import Invocation, InvocationStarted
-from amp_suite.outcome import Outcome
+from amp_suite.outcome import ExitCode, Outcome
 from amp_suite.results import CellRecord
 from amp_suite.summary import SummaryRow
 from amp_suite.tracking.mlflow_store import RUN_STATUS, MlflowStore
@@ -64,7 +64,9 @@ class MlflowTracker:
         self.store.log_verdicts(summary, runs, self.invocation.at)
         if report is not None:
             self.store.log_report(self.parent_id, report)
-        self.store.complete(self.parent_id, "FINISHED", {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
+        # Cells that failed are the matrix's findings; a report that could not be written is the run's failure.
+        status = "FAILED" if outcome.exit_code == ExitCode.WRITE_FAILED else "FINISHED"
+        self.store.complete(self.parent_id, status, {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
 
     def abort(self, ending: str, why: str) -> None:
         self._stop_system_metrics()

@@ -4,7 +4,8 @@ MLflow keeps artifact locations as absolute URIs (file:///runs/mlartifacts/...).
 that was moved, copied off a container volume or gathered from another box still has its
 mlartifacts/ beside mlflow.db, but the store points at the old path, so the UI lists no
 artifacts (or, for a copy, the original's). Before serving, `amp-suite ui` points them at the
-folder's own mlartifacts/, where the embedded store always keeps its artifacts. Only those
+folder's own mlartifacts/, where the embedded store always keeps its artifacts; `run` and `sync`
+do the same before they write, so that a copy never writes into the original's mlartifacts/. Only those
 pointers change: the store mirrors results.jsonl, and the artifacts themselves are untouched.
 """
 
@@ -15,6 +16,8 @@ from contextlib import closing
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from amp_suite.errors import ConfigError
+
 ARTIFACTS = "mlartifacts"  # where the embedded store's artifacts live, beside mlflow.db
 
 
@@ -23,9 +26,15 @@ def relocate_artifacts(database: Path) -> int:
     experiments were moved. Locations outside amp-suite's file://.../mlartifacts layout (e.g.
     an experiment a sync created with MLflow's default) are left alone."""
     folder = database.parent / ARTIFACTS
-    if not folder.is_dir():
+    if not folder.is_dir() or not database.is_file():
         return 0
-    target = folder.resolve().as_uri()
+    try:
+        return _relocate(database, folder.resolve().as_uri())
+    except sqlite3.Error as exc:  # not a database, read-only, locked past the timeout
+        raise ConfigError(f"{database}: its artifact locations could not be repointed ({exc})") from None
+
+
+def _relocate(database: Path, target: str) -> int:
     moved = 0
     with closing(sqlite3.connect(database)) as connection, connection:  # one transaction
         try:

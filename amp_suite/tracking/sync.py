@@ -39,6 +39,9 @@ class SyncReport:
     present: int = 0  # complete already
     parents: int = 0  # parent runs created or completed
     closed: int = 0  # runs left RUNNING by an invocation that did not finish, now KILLED
+    unreadable: int = 0  # lines of results.jsonl or invocations.jsonl that could not be read
+    repeated: int = 0  # lines that repeat an earlier record exactly: counted once
+    conflicting: int = 0  # lines that reuse an earlier record's id with other content: the first is kept
 
     @property
     def wrote_anything(self) -> bool:
@@ -50,11 +53,28 @@ class SyncReport:
             f" {self.parents} parent run(s) written, {self.closed} run(s) left open closed as KILLED"
         )
 
+    def problems(self) -> list[str]:
+        """What the folder held that sync did not upload as it was, one line each."""
+        lines = []
+        if self.unreadable:
+            lines.append(f"{self.unreadable} unreadable line(s) skipped")
+        if self.repeated:
+            lines.append(f"{self.repeated} repeated record(s) counted once")
+        if self.conflicting:
+            lines.append(
+                f"{self.conflicting} record(s) reuse an earlier record's record_id with other content:"
+                " the first was synced, the later ones were not"
+            )
+        return lines
+
 
 def sync_run_dir(directory: RunDirectory, store: MlflowStore, report: SyncReport) -> None:
     """Fills `report` as it goes, so a caller whose store failed part-way knows what was written."""
-    records, _ = directory.results.read()
-    invocations = {invocation.invocation_id: invocation for invocation in directory.invocations.read()}
+    lines, unreadable_records = directory.results.read()
+    read_invocations, unreadable_invocations = directory.invocations.read()
+    report.unreadable = unreadable_records + unreadable_invocations
+    records = _distinct(lines, report)
+    invocations = {invocation.invocation_id: invocation for invocation in read_invocations}
     groups: dict[str, list[CellRecord]] = {}
     for record in records:
         groups.setdefault(record.invocation_id or f"legacy-{record.matrix}", []).append(record)
@@ -67,6 +87,21 @@ def sync_run_dir(directory: RunDirectory, store: MlflowStore, report: SyncReport
         # A resumed run's summary also counted the records it reused from earlier runs.
         reused = [by_identity[r] for r in (invocation.started.reused if invocation else []) if r in by_identity]
         _InvocationSync(store, directory, report, key, invocation, group, reused).run()
+
+
+def _distinct(records: list[CellRecord], report: SyncReport) -> list[CellRecord]:
+    """One record per identity: a line copied twice is one record; a hand-edited line that reuses
+    another's record_id is not the record the store holds under that id, so only the first is."""
+    first: dict[str, CellRecord] = {}
+    for record in records:
+        earlier = first.setdefault(record.identity, record)
+        if earlier is record:
+            continue
+        if earlier.model_dump() == record.model_dump():
+            report.repeated += 1
+        else:
+            report.conflicting += 1
+    return list(first.values())
 
 
 class _InvocationSync:

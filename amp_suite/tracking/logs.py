@@ -1,0 +1,35 @@
+"""Where MLflow's own log lines go: into a file, never between the suite's messages.
+
+MLflow installs a stderr handler on its logger when it is imported, and a store that fails
+(a server answering errors, a database it can't migrate) logs ERROR lines and whole tracebacks
+through it, a hundred lines around the one line the suite prints about the same failure. Its
+loggers, and those of the libraries under it, write to the command's log file instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+STORE_LOGGERS = ("mlflow", "alembic", "sqlalchemy", "urllib3")
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def route_store_logs(log_file: Path | None) -> None:
+    """Send the store's log records to `log_file` (created), or nowhere when it is None."""
+    import mlflow  # noqa: F401  (its import installs the handler replaced here)
+
+    handler: logging.Handler = logging.NullHandler()
+    if log_file is not None:
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
+            handler.setFormatter(logging.Formatter(FORMAT))
+        except OSError:
+            pass  # a folder we can't write: the one-line messages still say what failed
+    for name in STORE_LOGGERS:
+        logger = logging.getLogger(name)
+        for existing in list(logger.handlers):
+            logger.removeHandler(existing)
+        logger.addHandler(handler)
+        logger.propagate = False

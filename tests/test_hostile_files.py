@@ -1,0 +1,364 @@
+"""Hostile and damaged run folders, through the CLI: files that are not files, lines no record
+has, copies of folders, two users of one new store, a busy port, a disk that fills under the
+report, a second stop signal. Each case failed before its fix (issue 20)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import (
+    amp_suite,
+    embedded,
+    free_port,
+    process_alive,
+    read_records,
+    runs_in,
+    start_amp_suite,
+    tiny_matrix,
+    wait_for,
+)
+from test_bad_input import assert_refused, run_measured
+
+pytestmark = pytest.mark.slow
+
+MLP = tiny_matrix()["workloads"][0]
+SLOW = {**MLP, "samples": 256}  # with 3,000 steps a cell takes seconds: long enough to act mid-run
+
+
+def _matrix(folder: Path, **overrides) -> Path:
+    path = folder / "matrix.yaml"
+    path.write_text(yaml.safe_dump(tiny_matrix(name="hostile", **overrides)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A run folder of one fp32 cell of a two-precision matrix (bf16 is left for --resume)."""
+    root = tmp_path_factory.mktemp("finished")
+    matrix = _matrix(root, precisions=["fp32", "bf16"])
+    done = amp_suite("run", "--matrix", str(matrix), "--out", str(root / "out"), "--precisions", "fp32", cwd=root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root
+
+
+def _copy(finished: Path, tmp_path: Path, name: str = "copy") -> Path:
+    return Path(shutil.copytree(finished / "out", tmp_path / name))
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+# -- files that are not files, and lines that are not records ------------------------------------
+
+
+@pytest.mark.parametrize("name", ["results.jsonl", "invocations.jsonl"])
+@pytest.mark.parametrize("kind", ["symlink to /dev/zero", "FIFO"])
+def test_sync_refuses_a_record_file_that_is_not_a_regular_file(tmp_path, name, kind):
+    out = tmp_path / "out"
+    out.mkdir()
+    other = "invocations.jsonl" if name == "results.jsonl" else "results.jsonl"
+    (out / other).write_text("")  # the folder looks like a run folder
+    if kind == "FIFO":
+        os.mkfifo(out / name)
+    else:
+        os.symlink("/dev/zero", out / name)
+    result = run_measured("sync", str(out), cwd=tmp_path)
+    shown = "a FIFO" if kind == "FIFO" else "a character device"
+    assert_refused(result, f"{out / name}: is {shown}, not a regular file")
+    assert not (out / "mlflow.db").exists()  # refused before any store was made
+
+
+def test_lines_no_record_has_are_skipped_by_run_resume_and_report(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    good = (out / "results.jsonl").read_text()
+    record = json.loads(good)
+    nan_ok = {**record, "record_id": "nan-ok", "throughput": "NaN"}  # claims ok, measured nothing
+    hostile = [
+        "[" * 100_000 + "]" * 100_000,  # RecursionError in the JSON parser
+        json.dumps({"nested": json.loads("[" * 40 + "]" * 40)}),  # parses, deeper than any record
+        json.dumps(nan_ok),
+    ]
+    (out / "results.jsonl").write_text("\n".join(hostile) + "\n" + good)
+    matrix = _matrix(tmp_path, precisions=["fp32"])
+    done = amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--resume", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "3 unreadable line(s)" in done.stdout, done.stdout
+    assert "1 cell(s) already ok" in done.stdout  # the good record, not the NaN one
+
+    done = amp_suite("report", str(out), "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 unreadable line(s) or run(s) skipped" in done.stdout
+    assert json.loads((out / "report" / "report.json").read_text())["records"] == 1
+
+
+def test_sync_says_what_it_skipped_and_syncs_only_the_first_of_conflicting_records(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    line = (out / "results.jsonl").read_text()
+    record = json.loads(line)
+    conflicting = json.dumps({**record, "throughput": record["throughput"] * 100})  # same record_id
+    with (out / "results.jsonl").open("a") as results:
+        results.write("not json\n" + line + conflicting + "\n")
+    store = f"sqlite:///{tmp_path / 'team.db'}"
+    done = amp_suite("sync", str(out), "--tracking-uri", store, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 records: 1 added" in done.stdout
+    assert "1 unreadable line(s) skipped" in done.stderr and "1 repeated record(s) counted once" in done.stderr
+    assert "1 record(s) reuse an earlier record's record_id with other content" in done.stderr
+    _, children = runs_in(store, "hostile")
+    assert [c.data.metrics["throughput"] for c in children] == [pytest.approx(record["throughput"])]
+
+
+def test_a_store_mlflow_cannot_open_is_one_line_not_a_traceback(finished, tmp_path):
+    import sqlite3
+
+    store = Path(shutil.copy(finished / "out" / "mlflow.db", tmp_path / "team.db"))
+    with sqlite3.connect(store) as database:  # as if written by another MLflow version
+        database.execute("UPDATE alembic_version SET version_num = 'deadbeef'")
+    result = run_measured("report", "hostile", "--tracking-uri", f"sqlite:///{store}", cwd=tmp_path)
+    assert_refused(result, "is not usable: MlflowException: Detected out-of-date database schema",
+                   peak_mb=1024)  # fmt: skip  # MLflow has loaded by then
+
+
+# -- a folder is self-contained wherever it moves --------------------------------------------------
+
+
+def test_resume_and_sync_in_a_copied_folder_write_into_the_copy_only(finished, tmp_path):
+    original = finished / "out"
+    before = _snapshot(original / "mlartifacts")
+    copy = _copy(finished, tmp_path)
+    done = amp_suite("run", "--matrix", str(_matrix(tmp_path, precisions=["fp32", "bf16"])), "--out", str(copy),
+                     "--resume", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    bf16 = next(r for r in read_records(copy) if r["precision"] == "bf16")
+    assert (copy / "mlartifacts").is_dir() and any((copy / "mlartifacts").rglob("record.json"))
+    assert bf16["mlflow_run_id"] in {p.name for p in (copy / "mlartifacts").rglob("*") if p.is_dir()}
+
+    again = _copy(finished, tmp_path, "second-copy")  # a record the copy's store has not seen: sync adds it
+    extra = {**read_records(again)[0], "record_id": "added-by-hand", "started_at": "2026-12-01T00:00:00+00:00"}
+    with (again / "results.jsonl").open("a") as results:
+        results.write(json.dumps(extra) + "\n")
+    done = amp_suite("sync", str(again), cwd=tmp_path)
+    assert done.returncode == 0 and "1 added" in done.stdout, done.stdout + done.stderr
+    assert len(list((again / "mlartifacts").rglob("record.json"))) == 2
+    assert _snapshot(original / "mlartifacts") == before  # the original is untouched
+
+
+# -- one new store, two users at once --------------------------------------------------------------
+
+
+def test_two_first_syncs_into_one_new_store_both_succeed(finished, tmp_path):
+    folders = [_copy(finished, tmp_path, name) for name in ("box-a", "box-b")]
+    record = read_records(folders[1])[0]
+    for name in ("results.jsonl", "invocations.jsonl"):  # box-b's run is another run
+        path = folders[1] / name
+        text = path.read_text().replace(record["invocation_id"], "b" * 16)
+        path.write_text(text.replace(record["record_id"], "b" * 16))
+    store = f"sqlite:///{tmp_path / 'new.db'}"
+    syncs = [start_amp_suite("sync", str(folder), "--tracking-uri", store, cwd=tmp_path) for folder in folders]
+    ended = [(sync.wait(timeout=180), *sync.communicate()) for sync in syncs]
+    assert [code for code, _, _ in ended] == [0, 0], ended
+    parents, children = runs_in(store, "hostile")
+    assert len(parents) == 2 and len(children) == 2
+
+
+# -- exit codes that tell the truth ------------------------------------------------------------------
+
+
+def test_ui_refuses_a_busy_port_and_exits_with_the_signal_that_stopped_it(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    with __import__("socket").socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        result = run_measured("ui", "--out", str(out), "--port", str(busy), cwd=tmp_path)
+    assert_refused(result, f"--port {busy}: cannot serve there (in use by another program)")
+    assert "MLflow UI on" not in result["stdout"]
+
+    ui, announced = _serving_ui(out, tmp_path)
+    assert _listening(int(announced.split(":")[2].split("/")[0]))  # announced once it answers, not before
+    server = _group_of(_children(ui.pid))
+    assert ui.poll() is None and server, ui.communicate()
+    ui.send_signal(signal.SIGTERM)
+    time.sleep(0.1)
+    ui.send_signal(signal.SIGTERM)  # a second stop keeps the first one's exit code
+    _, stderr = ui.communicate(timeout=60)
+    assert ui.returncode == 143 and "Traceback" not in stderr, stderr
+    assert not [pid for pid in server if process_alive(pid)]  # its workers went with it
+
+
+def test_ui_exits_2_when_its_server_dies(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    ui, _ = _serving_ui(out, tmp_path)
+    for pid in _children(ui.pid):
+        os.killpg(pid, signal.SIGKILL)  # the server crashes
+    stdout, stderr = ui.communicate(timeout=60)
+    assert ui.returncode == 2, stdout + stderr
+    assert stderr.startswith("amp-suite: error: the MLflow UI stopped (exit -9)") and stderr.count("\n") == 1
+
+
+def _serving_ui(out: Path, cwd: Path) -> tuple[subprocess.Popen, str]:
+    """`amp-suite ui` started, and its announcement "MLflow UI on http://...", printed once it serves."""
+    import threading
+
+    ui = start_amp_suite("ui", "--out", str(out), "--port", str(free_port()), cwd=cwd)
+    lines: list[str] = []
+
+    def read_until_announced() -> None:
+        while (line := ui.stdout.readline()) and not line.startswith("MLflow UI on"):
+            lines.append(line)  # e.g. that the copied folder's artifacts were repointed
+        lines.append(line)
+
+    reader = threading.Thread(target=read_until_announced, daemon=True)
+    reader.start()
+    reader.join(timeout=120)
+    assert lines and lines[-1].startswith("MLflow UI on http://127.0.0.1:"), (lines, ui.poll())
+    return ui, lines[-1]
+
+
+def _listening(port: int) -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    done = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(line) for line in done.stdout.split()]
+
+
+def _group_of(leaders: list[int]) -> list[int]:
+    """Every process in the process groups these processes lead (the server and its workers)."""
+    done = subprocess.run(["ps", "-e", "-o", "pid=,pgid="], capture_output=True, text=True)
+    pairs = [tuple(int(field) for field in line.split()) for line in done.stdout.splitlines() if line.strip()]
+    return [pid for pid, group in pairs if group in leaders]
+
+
+@pytest.fixture
+def small_mount(tmp_path):
+    """A tmpfs of `size` (root mounts it; CI runs as root) at a path inside tmp_path."""
+    mounted = []
+
+    def mount(path: Path, size: str) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in mounted:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_report_the_disk_cannot_hold_is_not_announced_and_fails_its_run(tmp_path, small_mount):
+    out = tmp_path / "out"
+    small_mount(out / "report", "8k")  # records and store have room; the report does not
+    done = amp_suite("run", "--matrix", str(_matrix(tmp_path, precisions=["fp32"])), "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "Report: not written" in done.stdout and "report.html" not in done.stdout
+    assert "report: not written (OSError: [Errno 28] No space left on device" in done.stdout
+    assert not list((out / "report").rglob("*.partial"))
+    parents, children = runs_in(embedded(out), "hostile")
+    assert [p.info.status for p in parents] == ["FAILED"] and [c.info.status for c in children] == ["FINISHED"]
+
+    again = amp_suite("report", str(out), cwd=tmp_path)
+    assert again.returncode == 5 and again.stderr.count("\n") == 1, again.stdout + again.stderr
+    assert "report not written to" in again.stderr and "No space left on device" in again.stderr
+    assert "wrote" not in again.stdout and not list((out / "report").rglob("*.partial"))
+
+
+def _start_slow_run(tmp_path: Path, precisions: list[str]) -> tuple[subprocess.Popen, Path]:
+    matrix = _matrix(tmp_path, precisions=precisions, steps=3000, workloads=[SLOW])
+    out = tmp_path / "out"
+    run = start_amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--device", "cpu",
+                          "--tracking-uri", f"sqlite:///{tmp_path / 'store.db'}", cwd=tmp_path)  # fmt: skip
+    return run, out
+
+
+def test_a_second_stop_signal_keeps_the_first_ones_exit_code(tmp_path):
+    run, out = _start_slow_run(tmp_path, ["fp32"])
+    wait_for(lambda: (out / "logs" / "mlp_bs8_seed0_fp32.log").exists(), 120, "the cell to start")
+    for _ in range(4):  # a stop, and three more while the first one's cleanup runs
+        run.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 143, stdout + stderr
+    assert "stopped by SIGTERM" in stderr and "Traceback" not in stderr
+
+
+def _append_fails_with(tmp_path: Path, damage) -> subprocess.CompletedProcess:
+    """Run two slow cells; once the first record is written, `damage(out)` breaks the folder."""
+    run, out = _start_slow_run(tmp_path, ["fp32", "bf16"])
+    wait_for(lambda: (out / "results.jsonl").is_file() and (out / "results.jsonl").stat().st_size, 180,
+             "the first record")  # fmt: skip
+    damage(out)
+    stdout, stderr = run.communicate(timeout=180)
+    return subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr)
+
+
+def test_a_results_file_made_unwritable_says_so_not_make_room(tmp_path):
+    probe = tmp_path / "probe"
+    probe.touch()
+    if subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not supported on this file system")
+    subprocess.run(["chattr", "-i", str(probe)], check=True)
+    out = tmp_path / "out"
+    try:
+        done = _append_fails_with(tmp_path, lambda out: subprocess.run(["chattr", "+i", str(out / "results.jsonl")]))
+    finally:
+        subprocess.run(["chattr", "-i", str(out / "results.jsonl")], check=False)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "Operation not permitted" in done.stderr and "Make it writable, then run again with --resume" in done.stderr
+    assert "Make room" not in done.stderr and len(read_records(out)) == 1
+
+
+def _replace_with_a_file(out: Path) -> None:
+    shutil.rmtree(out)
+    out.write_text("")  # nothing can recreate the folder under the run
+
+
+def test_a_folder_deleted_under_the_run_is_not_called_intact(tmp_path):
+    done = _append_fails_with(tmp_path, _replace_with_a_file)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "is gone, and the records this run wrote into it with it" in done.stderr
+    assert "intact" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_worker_killed_mid_cell_is_recorded_under_the_machine_it_ran_on(tmp_path):
+    run, out = _start_slow_run(tmp_path, ["fp32", "bf16"])
+    log = out / "logs" / "mlp_bs8_seed0_bf16.log"
+    wait_for(log.exists, 180, "the second cell to start")
+    time.sleep(1.5)  # it has probed its device and is training
+    worker = wait_for(lambda: _holding(log), 30, "the cell's process")
+    os.kill(worker, signal.SIGKILL)
+    stdout, stderr = run.communicate(timeout=180)
+    assert run.returncode == 3, stdout + stderr
+    fp32, bf16 = read_records(out)
+    assert bf16["status"] == "failed" and "worker process died (killed by SIGKILL" in bf16["reason"]
+    assert bf16["machine"] == fp32["machine"] and bf16["environment"]["torch"] == fp32["environment"]["torch"]
+    assert "unknown machine" not in stdout and stdout.count("hostile: 2 cells on ") == 1, stdout
+
+
+def _holding(path: Path) -> int | None:
+    """The process that has `path` open (the cell writing its log)."""
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd) == str(path):
+                return int(fd.parts[2])
+        except OSError:
+            continue
+    return None
