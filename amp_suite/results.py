@@ -221,6 +221,29 @@ def _ddp_identity(spec: CellSpec) -> dict[str, Any]:
     return {"world_size": spec.ddp.world_size, "comm_hook": spec.ddp.comm_hook}
 
 
+class DistinctRecords:
+    """Records one per identity, in the order first seen. A line copied twice (a folder and the
+    server it was synced to, a file concatenated twice) is one record, `repeated`; a line that
+    reuses another's record_id with other content (hand-edited) is not that record, so only the
+    first is kept and the later ones counted `conflicting`."""
+
+    def __init__(self) -> None:
+        self.records: list[CellRecord] = []
+        self.repeated = 0
+        self.conflicting = 0
+        self._first: dict[str, CellRecord] = {}
+
+    def add(self, records: list[CellRecord]) -> None:
+        for record in records:
+            earlier = self._first.setdefault(record.identity, record)
+            if earlier is record:
+                self.records.append(record)
+            elif earlier.model_dump() == record.model_dump():
+                self.repeated += 1
+            else:
+                self.conflicting += 1
+
+
 def describe_error(exc: BaseException, limit: int = 300) -> str:
     """An exception as one bounded line for a record or a message; tracebacks go to logs."""
     lines = str(exc).strip().splitlines()

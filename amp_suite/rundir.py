@@ -25,9 +25,11 @@ from amp_suite.results import ResultsFile
 LOCK_FILE = ".amp-suite.lock"
 # What a run writes into its folder: anything else under these names (a symlink to /dev/full, a
 # folder named results.jsonl) would hang, flood or crash the run later, so it is refused up front.
+# Nor is any of them a symbolic link: a copied folder whose mlflow.db, logs/ or mlartifacts/ leads
+# elsewhere would write into the original, or outside the folder.
 EXPECTED_ENTRIES = {
     "results.jsonl": "file", "invocations.jsonl": "file", "mlflow.db": "file", LOCK_FILE: "file", "logs": "folder",
-    "report": "folder",
+    "report": "folder", "report/figures": "folder", "mlartifacts": "folder",
 }  # fmt: skip
 
 
@@ -44,12 +46,14 @@ class RunDirectory:
     def log_path(self, cell_id: str) -> Path:
         return self.path / "logs" / (cell_id.replace("/", "_") + ".log")
 
-    def check_readable(self) -> None:
-        """RefusedFile (one line) if results.jsonl or invocations.jsonl is there but is not a
-        regular file: a symlink to /dev/zero or a FIFO would flood or hang whoever reads it."""
+    def check_syncable(self) -> None:
+        """One ConfigError line if `sync` can't read the folder's records (results.jsonl or
+        invocations.jsonl there but not a regular file: a symlink to /dev/zero or a FIFO would
+        flood or hang the reader) or would write through its entries (the lock, its own store)."""
         for path in (self.results.path, self.invocations.path):
             with open_regular(path):
                 pass
+        _check_entries(self.path, f"sync {shown(self.path)}", writing=False)
 
     @staticmethod
     def check_writable(path: Path, option: str = "--out") -> None:
@@ -64,14 +68,7 @@ class RunDirectory:
                 raise ConfigError(f"{label}: {shown(existing)} is not a folder")
             if not os.access(existing, os.W_OK | os.X_OK):
                 raise ConfigError(f"{label}: {shown(existing)} is not writable")
-            for name, kind in EXPECTED_ENTRIES.items():
-                entry = path / name
-                if entry.is_symlink() and not entry.exists():  # writing it would land wherever it leads
-                    raise ConfigError(f"{label}: {shown(entry)} is a symbolic link that loops or leads nowhere")
-                if entry.exists() and not (entry.is_dir() if kind == "folder" else entry.is_file()):
-                    raise ConfigError(f"{label}: {shown(entry)} is not a {kind}")  # a device, a folder, ...
-                if entry.exists() and not os.access(entry, os.W_OK):
-                    raise ConfigError(f"{label}: {shown(entry)} is not writable")
+            _check_entries(path, label, writing=True)
         except OSError as exc:  # whatever else the file system says: one line, not a traceback
             raise ConfigError(f"{label}: {exc.strerror or exc}") from None
 
@@ -82,7 +79,7 @@ class RunDirectory:
             self.path.mkdir(parents=True, exist_ok=True)
             handle = (self.path / LOCK_FILE).open("a+")
         except OSError as exc:  # e.g. a read-only file system, which os.access does not see
-            raise ConfigError(f"--out {self.path}: cannot write there ({exc.strerror})") from None
+            raise ConfigError(f"--out {shown(self.path)}: cannot write there ({exc.strerror or exc})") from None
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -96,6 +93,18 @@ class RunDirectory:
             yield
         finally:
             handle.close()  # closing the descriptor releases the lock
+
+
+def _check_entries(path: Path, label: str, writing: bool) -> None:
+    """Each entry the suite writes is absent or what it should be, and no symbolic link."""
+    for name, kind in EXPECTED_ENTRIES.items():
+        entry = path / name
+        if entry.exists() and not (entry.is_dir() if kind == "folder" else entry.is_file()):
+            raise ConfigError(f"{label}: {shown(entry)} is not a {kind}")  # a device, a FIFO, a folder, ...
+        if entry.is_symlink():  # even to the right kind: writing it would land wherever it leads
+            raise ConfigError(f"{label}: {shown(entry)} is a symbolic link; the suite writes only inside the folder")
+        if writing and entry.exists() and not os.access(entry, os.W_OK):
+            raise ConfigError(f"{label}: {shown(entry)} is not writable")
 
 
 def _say_who_holds(handle, command: str) -> None:

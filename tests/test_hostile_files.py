@@ -362,3 +362,77 @@ def _holding(path: Path) -> int | None:
         except OSError:
             continue
     return None
+
+
+# -- found by a QA pass after the fixes above ---------------------------------------------------------
+
+
+def _link(entry: Path, target: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink(missing_ok=True)
+    entry.symlink_to(target)
+
+
+@pytest.mark.parametrize("entry", ["mlflow.db", "logs", "mlartifacts"])
+def test_a_copy_whose_entries_link_elsewhere_is_refused_by_run_and_sync(finished, tmp_path, entry):
+    original = finished / "out"
+    before = _snapshot(original)
+    copy = _copy(finished, tmp_path)
+    _link(copy / entry, original / entry)  # into the original: its store, its logs, its artifacts
+    matrix = _matrix(tmp_path, precisions=["fp32", "bf16"])
+    result = run_measured("run", "--matrix", str(matrix), "--out", str(copy), "--resume", cwd=tmp_path)
+    assert_refused(result, f"{copy / entry} is a symbolic link; the suite writes only inside the folder")
+    result = run_measured("sync", str(copy), cwd=tmp_path)
+    assert_refused(result, f"{copy / entry} is a symbolic link; the suite writes only inside the folder")
+    assert _snapshot(original) == before
+
+
+def test_sync_refuses_a_store_that_is_a_fifo_and_checks_every_folder_before_syncing_any(finished, tmp_path):
+    fine, broken = _copy(finished, tmp_path, "fine"), _copy(finished, tmp_path, "broken")
+    (broken / "mlflow.db").unlink()
+    os.mkfifo(broken / "mlflow.db")  # SQLite would wait on it forever
+    store = tmp_path / "team.db"
+    result = run_measured("sync", str(fine), str(broken), "--tracking-uri", f"sqlite:///{store}", cwd=tmp_path)
+    assert_refused(result, f"{broken / 'mlflow.db'} is not a file")
+    assert not store.exists()  # the good folder was not synced first
+    result = run_measured("sync", str(broken), cwd=tmp_path)
+    assert_refused(result, f"{broken / 'mlflow.db'} is not a file")
+
+
+def test_a_report_whose_figures_folder_links_elsewhere_is_refused(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "report" / "figures").mkdir(parents=True, exist_ok=True)
+    _link(out / "report" / "figures", elsewhere)
+    result = run_measured("report", str(out), "--format", "md", cwd=tmp_path)
+    assert_refused(result, "figures is a symbolic link; a report stays in its folder")
+    assert not list(elsewhere.iterdir())
+
+
+def test_a_ray_address_with_a_password_is_refused_without_echoing_it(tmp_path):
+    matrix = _matrix(tmp_path)
+    for address in ("ray://u:p4ss@127.0.0.1:1", "tok3nsecret@127.0.0.1:1"):
+        result = run_measured("run", "--matrix", str(matrix), "--ray", address, "--out", str(tmp_path / "o"),
+                              cwd=tmp_path)  # fmt: skip
+        assert_refused(result, "--ray: a Ray address has no user or password")
+        assert "p4ss" not in result["stderr"] + result["stdout"] and "tok3nsecret" not in result["stderr"]
+
+
+def test_hostile_record_strings_draw_figures_without_a_word_on_stderr(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    record = read_records(out)[0]
+    hostile = {**record, "record_id": "hostile", "precision": "bf16\x1b[31m\x07\r$x", "throughput": 1.0}
+    conflicting = {**record, "throughput": 12345.0}  # the first record's id, other content
+    with (out / "results.jsonl").open("a") as results:
+        results.write(json.dumps(hostile) + "\n" + json.dumps(conflicting) + "\n")
+    done = amp_suite("report", str(out), "--format", "md,html", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr == (
+        "amp-suite: warning: 1 record(s) reuse an earlier record's record_id with other content: the first was kept,"
+        " the later ones left out\n"
+    )  # no matplotlib warning quoting the record raw, no control characters
+    html = (out / "report" / "report.html").read_text()
+    assert "\x1b" not in html and "\x07" not in html

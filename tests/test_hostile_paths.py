@@ -66,7 +66,7 @@ REFUSED = {
     "sync a loop": (["sync", "loop"], f"loop: {LOOP}"),
     "ui --out a long name": (["ui", "--out", LONG], TOO_LONG),
     "ui --out a loop": (["ui", "--out", "loop"], f"--out loop: {LOOP}"),
-    "run --out holding a link to nothing": ([*RUN, "--out", "dangling"], "is a symbolic link that loops or leads"),
+    "run --out holding a link to nothing": ([*RUN, "--out", "dangling"], "is a symbolic link; the suite"),
     # item 5: tracking URIs parsed fully, drivers checked
     "run a port that is no number": ([*RUN, "--tracking-uri", "http://127.0.0.1:abc"], "port must be a number"),
     "run a port out of range": ([*RUN, "--tracking-uri", "http://127.0.0.1:99999"], "port must be a number"),

@@ -9,10 +9,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, fail, say, split_names
+from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, fail, say, split_names, warn
 from amp_suite.config import ConfigError
 from amp_suite.outcome import ExitCode
-from amp_suite.paths import is_folder
+from amp_suite.paths import is_folder, shown
 from amp_suite.rundir import RunDirectory
 from amp_suite.tracking.uri import check_tracking_uri
 
@@ -61,6 +61,8 @@ def report(
         check_sources(sources, tracking_uri)
         destination = out or _report_folder(sources)
         RunDirectory.check_writable(destination)
+        if (destination / "figures").is_symlink():  # the figures would be written wherever it leads
+            raise ConfigError(f"--out {shown(destination)}: figures is a symbolic link; a report stays in its folder")
         published = load_references(references)
         for key, value in MLFLOW_HTTP_DEFAULTS.items():
             os.environ.setdefault(key, value)
@@ -80,9 +82,14 @@ def report(
     verdicts = _counts(c.verdict for c in done.claims)
     matched = _counts(r.verdict for r in done.references)
     say(f"{done.records} records, {len(done.machines)} machine(s): {', '.join(m.label for m in done.machines)}")
-    if gathered.unreadable or gathered.duplicates:
+    if gathered.unreadable or gathered.repeated:
         skipped = f"{gathered.unreadable} unreadable line(s) or run(s) skipped"
-        say(f"{skipped}; {gathered.duplicates} duplicate record(s) counted once")
+        say(f"{skipped}; {gathered.repeated} duplicate record(s) counted once")
+    if gathered.conflicting:
+        warn(
+            f"{gathered.conflicting} record(s) reuse an earlier record's record_id with other content:"
+            " the first was kept, the later ones left out"
+        )
     for note in done.notes:
         say(f"note: {note}")
     say(f"claims: {verdicts}; references: {matched}")

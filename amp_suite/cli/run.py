@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -29,7 +30,7 @@ from amp_suite.executors import Executor, OnThisBox
 from amp_suite.outcome import ExitCode
 from amp_suite.rundir import RunDirectory
 from amp_suite.scheduler import GpuSelection
-from amp_suite.tracking.uri import check_tracking_store, embedded_store_uri, mask_credentials
+from amp_suite.tracking.uri import check_server_answers, check_tracking_store, embedded_store_uri, mask_credentials
 
 IMAGE_PREFIX = "AMP_SUITE_IMAGE_"  # set by the container image: its base, CUDA line, torch index
 MAX_EXPERIMENT_NAME = 256
@@ -62,6 +63,7 @@ def run(
         # Everything that needs no torch is checked first: bad input fails in a second.
         if tracking_uri is not None:
             check_tracking_store(tracking_uri)  # port, scheme, driver, SQLite folder
+            check_server_answers(tracking_uri)  # a server that isn't there: seconds, before torch loads
         RunDirectory.check_writable(out)
         if experiment is not None and not 0 < len(experiment) <= MAX_EXPERIMENT_NAME:
             raise ConfigError(f"--experiment: give 1 to {MAX_EXPERIMENT_NAME} characters")
@@ -69,6 +71,8 @@ def run(
         selection_of_gpus = GpuSelection.parse(gpus) if gpus is not None else None
         if selection_of_gpus and ray is not None:
             raise ConfigError("--gpus and --ray: choose one (on a Ray cluster, each cell asks Ray for its GPUs)")
+        if ray is not None and "@" in ray:  # never echoed: the part before '@' would be a secret
+            raise ConfigError("--ray: a Ray address has no user or password; give host:port, ray://host:10001 or auto")
         if selection_of_gpus and device is DeviceChoice.cpu:
             raise ConfigError("--gpus runs cells on CUDA GPUs; --device cpu runs them on the CPU: choose one")
         path = resolve_matrix(matrix) if matrix is not None else None
@@ -91,6 +95,8 @@ def run(
         executor = _fleet(ray) if ray is not None else OnThisBox(_devices(selection_of_gpus, resolved_device))
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except ConnectionError as exc:
+        raise fail(f"tracking store {tracking_uri} is not usable: {exc}") from None
     if not any(w.data.source == "hub" for w in selected.workloads):
         # Nothing asked for the hub: make sure no library waits on it (HF retries for ~25 s).
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -167,13 +173,13 @@ def _run_matrix(
     directory = RunDirectory(out)
     uri = tracking_uri or embedded_store_uri(out)
     route_store_logs(None)  # until the folder is ours: a refused run leaves nothing behind
-    catch_up = f"amp-suite sync {out}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
+    catch_up = f"amp-suite sync {shlex.quote(str(out))}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
     try:
         store = _open_store(tracking_uri, None) if tracking_uri else None
         if store is not None:
             store.check_reachable()  # before anything is written
         with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
-            route_store_logs(out / "logs" / "tracking.log")
+            route_store_logs(out / "logs" / "tracking.log", tracking_uri)
             store = store or _open_embedded_store(out)
             tracker = FailSafeTracker(MlflowTracker(store), display.warn, mask_credentials(catch_up))
             runner = MatrixRunner(
@@ -196,7 +202,7 @@ def _run_matrix(
     print_summary(console, summary, f"{matrix.name}: {len(records)} cells", ", ".join(kinds) or None)
     report = runner.report_folder / "report.html" if runner.report_folder else "not written (see the warning above)"
     say(f"Results: {directory.results.path}   Report: {report}")
-    say(f"MLflow: {uri}   (amp-suite ui --out {out})")
+    say(f"MLflow: {uri}   (amp-suite ui --out {shlex.quote(str(out))})")
     print_outcome(console, outcome)
     raise typer.Exit(int(outcome.exit_code))
 

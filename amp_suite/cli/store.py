@@ -31,8 +31,10 @@ def sync(
     try:
         if tracking_uri is not None:
             check_tracking_store(tracking_uri)  # port, scheme, driver: before MLflow loads
-        for folder in run_dirs:
+        for folder in run_dirs:  # every folder, before any is synced
             check_path(folder)  # a loop, a name too long, /proc and the like
+            # Before MLflow loads: records that are not regular files, a store that is a link or a FIFO.
+            RunDirectory(folder).check_syncable()
             if not any(is_file(folder / name) for name in ("results.jsonl", "invocations.jsonl")):
                 raise ConfigError(f"{shown(folder)}: not a run folder (no results.jsonl or invocations.jsonl)")
     except ConfigError as exc:
@@ -56,14 +58,7 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
     # A folder gathered read-only can't be written by a run either: there is nothing to lock.
     writable = os.access(directory.path, os.W_OK)
     report = SyncReport()
-    try:
-        directory.check_readable()  # before MLflow loads, or an embedded store is created
-        database = directory.path / "mlflow.db"
-        if tracking_uri is None and database.is_symlink() and not database.exists():
-            raise ConfigError(f"{database}: a symbolic link that loops or leads nowhere (the store would go there)")
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
-    route_store_logs(directory.path / "logs" / "tracking.log" if writable else None)
+    route_store_logs(directory.path / "logs" / "tracking.log" if writable else None, tracking_uri)
     try:
         store = MlflowStore(uri)
         store.check_reachable()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from amp_suite.config import PRECISIONS
 from amp_suite.report.build import Report, Row
 from amp_suite.results import CellRecord
 from amp_suite.summary import EAGER, group_key, variant
+from amp_suite.text import printable
 
 MAX_PANELS = 12
 PRECISION_COLORS = {
@@ -47,15 +49,23 @@ def draw_figures(report: Report, records: Sequence[CellRecord]) -> list[Figure]:
 
 def _draw(name: str, title: str, painter: Callable[..., object], *args) -> Figure | None:
     import matplotlib.pyplot as plt
+    from matplotlib.text import Text
 
-    figure = painter(*args)
-    if figure is None:
-        return None
-    figure.suptitle(title)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=90)
-    plt.close(figure)
+    # Matplotlib's warnings (a glyph the font lacks, NaN in a bar) are about the drawing, not the
+    # measurements: they stay off the terminal, where they would quote record strings raw.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        figure = painter(*args)
+        if figure is None:
+            return None
+        figure.suptitle(title)
+        for text in figure.findobj(Text):  # record strings: no control characters, no mathtext ("$")
+            lines = text.get_text().split("\n")  # a title's own line breaks stay
+            text.set_text("\n".join(printable(line) for line in lines).replace("$", r"\$"))
+        figure.tight_layout()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=90)
+        plt.close(figure)
     return Figure(name, title, buffer.getvalue())
 
 

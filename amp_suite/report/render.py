@@ -15,7 +15,7 @@ from pathlib import Path
 from amp_suite.report.build import Report, Row
 from amp_suite.report.claims import CLAIMS
 from amp_suite.report.figures import Figure
-from amp_suite.text import markdown_cell
+from amp_suite.text import markdown_cell, printable
 
 FORMATS = ("html", "md", "json")
 
@@ -267,7 +267,11 @@ def _alt(text: str) -> str:
 def to_html(report: Report, figures: Sequence[Figure]) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    environment = Environment(loader=PackageLoader("amp_suite.report"), autoescape=select_autoescape(["html", "j2"]))
+    environment = Environment(
+        loader=PackageLoader("amp_suite.report"),
+        autoescape=select_autoescape(["html", "j2"]),
+        finalize=lambda value: printable(value) if isinstance(value, str) else value,  # no ESC, BEL, bidi overrides
+    )
     environment.filters["verdict_class"] = verdict_class
     images = [(f.title, "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")) for f in figures]
     return environment.get_template("report.html.j2").render(

@@ -10,41 +10,37 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from amp_suite.config import ConfigError
-from amp_suite.paths import check_path, is_file, is_folder, shown
-from amp_suite.results import CellRecord, ResultsFile, StoredRecord, describe_error
+from amp_suite.files import open_regular
+from amp_suite.paths import check_path, is_folder, shown
+from amp_suite.results import CellRecord, DistinctRecords, ResultsFile, StoredRecord, describe_error
 from amp_suite.rundir import RunDirectory
 from amp_suite.tracking.uri import check_tracking_store
 
 
-@dataclass
-class Gathered:
-    records: list[CellRecord] = field(default_factory=list)
-    unreadable: int = 0
-    duplicates: int = 0
-    seen: set[str] = field(default_factory=set)
+class Gathered(DistinctRecords):
+    """The records of every source, each once, and how many lines or runs could not be read."""
 
-    def add(self, records: list[CellRecord], unreadable: int) -> None:
+    def __init__(self) -> None:
+        super().__init__()
+        self.unreadable = 0
+
+    def add_source(self, records: list[CellRecord], unreadable: int) -> None:
         self.unreadable += unreadable
-        for record in records:
-            if record.identity in self.seen:
-                self.duplicates += 1
-                continue
-            self.seen.add(record.identity)
-            self.records.append(record)
+        self.add(records)
 
 
 def results_file(source: str) -> Path | None:
-    """The results.jsonl a source names: the file itself, or the one in a run folder."""
+    """The results.jsonl a source names: the file itself (whatever it is: its reader refuses what
+    is not a regular file, saying so), or the one in a run folder; None for an experiment's name."""
     path = Path(source)
     if is_folder(path):
         return RunDirectory(path).results.path
-    if is_file(path):
+    if _lexists(source):
         return path
     return None
 
@@ -57,8 +53,10 @@ def check_sources(sources: list[str], tracking_uri: str | None) -> None:
         if tracking_uri is None or _lexists(source):  # a path, not an experiment's name
             check_path(Path(source))  # a loop, a name too long, /proc and the like
         path = results_file(source)
-        if path is not None and not is_file(path):
-            raise ConfigError(f"{shown(source)}: not a run folder (no results.jsonl in it)")
+        if path is not None:
+            with open_regular(path) as handle:  # a FIFO, a device, a dangling link: said as such
+                if handle is None:
+                    raise ConfigError(f"{shown(source)}: not a run folder (no results.jsonl in it)")
         if path is None and tracking_uri is None:
             raise ConfigError(
                 f"{shown(source)}: no such run folder or results file (to read an MLflow experiment by name,"
@@ -82,9 +80,9 @@ def gather(sources: list[str], tracking_uri: str | None) -> Gathered:
     for source in sources:
         path = results_file(source)
         if path is not None:
-            gathered.add(*ResultsFile(path).read())
+            gathered.add_source(*ResultsFile(path).read())
         else:
-            gathered.add(*_experiment_records(source, tracking_uri))
+            gathered.add_source(*_experiment_records(source, tracking_uri))
     return gathered
 
 

@@ -11,11 +11,28 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from amp_suite.tracking.uri import mask_credentials
+
 STORE_LOGGERS = ("mlflow", "alembic", "sqlalchemy", "urllib3")
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def route_store_logs(log_file: Path | None) -> None:
+class _Masked(logging.Filter):
+    """No credentials in the log file either: `user:secret@` forms, and the tracking URI's own
+    user part wherever MLflow repeats it (`profile=token@host`)."""
+
+    def __init__(self, tracking_uri: str | None) -> None:
+        super().__init__()
+        userinfo = (tracking_uri or "").partition("://")[2].partition("/")[0].rpartition("@")[0]
+        self.secret = userinfo or None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = mask_credentials(record.getMessage())
+        record.msg, record.args = message.replace(self.secret, "***") if self.secret else message, None
+        return True
+
+
+def route_store_logs(log_file: Path | None, tracking_uri: str | None = None) -> None:
     """Send the store's log records to `log_file` (created), or nowhere when it is None."""
     import mlflow  # noqa: F401  (its import installs the handler replaced here)
 
@@ -27,6 +44,7 @@ def route_store_logs(log_file: Path | None) -> None:
             handler.setFormatter(logging.Formatter(FORMAT))
         except OSError:
             pass  # a folder we can't write: the one-line messages still say what failed
+    handler.addFilter(_Masked(tracking_uri))
     for name in STORE_LOGGERS:
         logger = logging.getLogger(name)
         for existing in list(logger.handlers):

@@ -18,21 +18,18 @@ import fcntl
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from amp_suite.invocations import InvocationStarted
 from amp_suite.jsonl import json_safe
 from amp_suite.results import CellRecord
 from amp_suite.summary import SummaryRow, group_key
 from amp_suite.tracking.uri import artifact_root as default_artifact_root
-from amp_suite.tracking.uri import for_mlflow, is_server, sqlite_database
+from amp_suite.tracking.uri import check_server_answers, for_mlflow, sqlite_database
 
 TAG_INVOCATION = "amp_suite.invocation_id"
 TAG_RECORD = "amp_suite.record_id"
@@ -52,7 +49,6 @@ METRIC_FIELDS = (
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # not the GenAI view
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits
 MAX_TAGS_PER_CALL = 100
-REACHABLE_TIMEOUT_S = 5.0
 
 
 class MlflowStore:
@@ -70,20 +66,8 @@ class MlflowStore:
         self.artifact_root = artifact_root if artifact_root is not None else default_artifact_root(tracking_uri)
 
     def check_reachable(self) -> None:
-        """One bounded request before anything else: an unreachable server fails in seconds, not
-        after MLflow's retries. Any HTTP answer (even 401) proves the server is there."""
-        if not is_server(self.uri):
-            return
-        parts = urlsplit(self.uri)
-        netloc = parts.netloc.rsplit("@", 1)[-1]  # the health check needs no credentials
-        health = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", ""))
-        try:
-            urllib.request.urlopen(health, timeout=REACHABLE_TIMEOUT_S).close()
-        except urllib.error.HTTPError:
-            return
-        except (OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ConnectionError(f"no MLflow server answers there ({reason})") from None
+        """One bounded request before anything else (uri.check_server_answers)."""
+        check_server_answers(self.uri)
 
     # -- finding and creating runs ---------------------------------------------------------
 

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from amp_suite.config import Matrix
 from amp_suite.invocations import Invocation
 from amp_suite.outcome import judge
-from amp_suite.results import CellRecord
+from amp_suite.results import CellRecord, DistinctRecords
 from amp_suite.rundir import RunDirectory
 from amp_suite.summary import summarize
 from amp_suite.tracking.mlflow_store import (
@@ -73,7 +73,9 @@ def sync_run_dir(directory: RunDirectory, store: MlflowStore, report: SyncReport
     lines, unreadable_records = directory.results.read()
     read_invocations, unreadable_invocations = directory.invocations.read()
     report.unreadable = unreadable_records + unreadable_invocations
-    records = _distinct(lines, report)
+    distinct = DistinctRecords()
+    distinct.add(lines)
+    records, report.repeated, report.conflicting = distinct.records, distinct.repeated, distinct.conflicting
     invocations = {invocation.invocation_id: invocation for invocation in read_invocations}
     groups: dict[str, list[CellRecord]] = {}
     for record in records:
@@ -87,21 +89,6 @@ def sync_run_dir(directory: RunDirectory, store: MlflowStore, report: SyncReport
         # A resumed run's summary also counted the records it reused from earlier runs.
         reused = [by_identity[r] for r in (invocation.started.reused if invocation else []) if r in by_identity]
         _InvocationSync(store, directory, report, key, invocation, group, reused).run()
-
-
-def _distinct(records: list[CellRecord], report: SyncReport) -> list[CellRecord]:
-    """One record per identity: a line copied twice is one record; a hand-edited line that reuses
-    another's record_id is not the record the store holds under that id, so only the first is."""
-    first: dict[str, CellRecord] = {}
-    for record in records:
-        earlier = first.setdefault(record.identity, record)
-        if earlier is record:
-            continue
-        if earlier.model_dump() == record.model_dump():
-            report.repeated += 1
-        else:
-            report.conflicting += 1
-    return list(first.values())
 
 
 class _InvocationSync:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.error
+import urllib.request
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 from amp_suite.config import ConfigError
 from amp_suite.errors import shorten
@@ -21,6 +23,7 @@ from amp_suite.paths import check_path, shown
 SERVER_SCHEMES = ("http", "https", "databricks")
 DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 MAX_URI_LENGTH = 2048
+REACHABLE_TIMEOUT_S = 5.0
 ARTIFACTS = "mlartifacts"  # beside a SQLite store's database, as MLflow's own server keeps them
 SQLITE_HEADER = b"SQLite format 3\x00"
 # The query options SQLAlchemy's SQLite driver takes; it drops any other with a warning, so
@@ -85,6 +88,24 @@ def artifact_root(uri: str) -> Path | None:
     working directory's ./mlruns (MLflow's default). Servers decide for themselves."""
     database = sqlite_database(uri)
     return database.parent / ARTIFACTS if database is not None else None
+
+
+def check_server_answers(uri: str) -> None:
+    """One bounded request to a server's /health: an unreachable server fails in seconds, not
+    after MLflow's retries, and (called at the edge) before torch loads. Any HTTP answer, even a
+    401, proves the server is there. ConnectionError if none answers; nothing to do for a database."""
+    if not is_server(uri):
+        return
+    parts = urlsplit(uri)
+    netloc = parts.netloc.rsplit("@", 1)[-1]  # the health check needs no credentials
+    health = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", ""))
+    try:
+        urllib.request.urlopen(health, timeout=REACHABLE_TIMEOUT_S).close()
+    except urllib.error.HTTPError:
+        return
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConnectionError(f"no MLflow server answers there ({reason})") from None
 
 
 def is_server(uri: str) -> bool:
