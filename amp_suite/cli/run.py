@@ -89,7 +89,7 @@ def run(
             path = default_matrix(resolved_device)
             say(f"No --matrix given: running {path} for device {resolved_device}.")
             selected = load_matrix(path).select(*selection)
-        _check_machines(selected, ray)
+            _check_machines(selected, ray)
         cells = selected.cells(resolved_device, force=force)
         text = read_matrix_text(path)
         executor = _fleet(ray) if ray is not None else OnThisBox(_devices(selection_of_gpus, resolved_device))
@@ -175,9 +175,7 @@ def _run_matrix(
     route_store_logs(None)  # until the folder is ours: a refused run leaves nothing behind
     catch_up = f"amp-suite sync {shlex.quote(str(out))}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
     try:
-        store = _open_store(tracking_uri, None) if tracking_uri else None
-        if store is not None:
-            store.check_reachable()  # before anything is written
+        store = _open_store(tracking_uri, None) if tracking_uri else None  # run() found a server there
         with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
             route_store_logs(out / "logs" / "tracking.log", tracking_uri)
             store = store or _open_embedded_store(out)
