@@ -25,6 +25,7 @@ from amp_suite.hardware import probe
 from amp_suite.loop import Trainer
 from amp_suite.machine import Machine
 from amp_suite.measure import (
+    HostCpuTime,
     PeakMemory,
     Spread,
     StepStats,
@@ -154,7 +155,7 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
 
     warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, progress)
     timer = make_step_timer(device, spec.steps)
-    with PeakMemory(device) as memory, GpuState(device) as gpu:
+    with PeakMemory(device) as memory, GpuState(device) as gpu, HostCpuTime() as host_cpu:
         measured = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
         times_ms, span_s = timer.read()  # synchronises once
     stats = step_stats(times_ms)
@@ -167,6 +168,7 @@ def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[st
     return {
         **diagnostics,
         "throughput": spec.batch_size * spec.steps / span_s,
+        "host_cpu_ms_per_step": host_cpu.seconds * 1e3 / spec.steps,
         "warmup_s": warmup_s,
         "host_syncs_per_step": host_syncs,
         "tflops": flops * spec.steps / span_s / 1e12,

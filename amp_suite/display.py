@@ -27,6 +27,12 @@ class RichDisplay:
             TimeElapsedColumn(),
             console=console,
             transient=True,
+            # Each refresh renders every bar: about 3 ms of a core on a slow 2-core VM, where the
+            # refresh thread competes with the cell's threads (at rich's default 10 Hz it took 3% of
+            # a core in a terminal). Once a second is as often as the elapsed time changes, and where
+            # nothing is shown (not a terminal: the bars are transient) it never needs to run.
+            refresh_per_second=1,
+            auto_refresh=console.is_terminal,
         )
         self.cells_task = self.progress.add_task("cells", total=None)
         self.running: dict[str, tuple[TaskID, str]] = {}  # cell id -> (its steps bar, its label)

@@ -112,6 +112,30 @@ def make_step_timer(device: torch.device, steps: int) -> CpuStepTimer | CudaStep
     return CudaStepTimer(steps) if device.type == "cuda" else CpuStepTimer(steps)
 
 
+class HostCpuTime:
+    """CPU time this process spent over a region, every thread of it (torch's intra-op threads
+    too), and the region's bounds in the cell's log. On a CPU device it is the work itself, and
+    on a shared VM it is the figure steal time does not move: a vCPU the hypervisor takes away
+    stops the process's clock but not the wall clock. On a GPU it is the host's launching plus its
+    wait for the device when the steps are read (CUDA's sync spins by default). The log lines let
+    a benchmark that shares the machine (scripts/bench_overhead.py) see when the timed steps run;
+    they are written outside the region."""
+
+    def __init__(self, label: str = "timed steps") -> None:
+        self.label = label
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def __enter__(self) -> HostCpuTime:
+        print(f"{self.label}: begin at monotonic {time.monotonic():.6f}", flush=True)
+        self._start = time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.process_time() - self._start
+        print(f"{self.label}: end at monotonic {time.monotonic():.6f}", flush=True)
+
+
 class PeakMemory:
     """Peak memory over a region. CUDA: allocator peaks. CPU: the process's peak resident set."""
 

@@ -54,6 +54,9 @@ class CellRecord(BaseModel):
     warmup_steps: int
     seed: int
     throughput: float | None = Field(None, description="training samples per second, measured steps only")
+    host_cpu_ms_per_step: float | None = Field(
+        None, description="CPU time of the cell's process per timed step, every thread (measure.HostCpuTime)"
+    )
     throughput_windows: list[float] = Field(default_factory=list, description="samples/s in windows of the timed steps")
     throughput_spread: float | None = Field(None, description="(max - min) / median of throughput_windows")
     noisy: bool | None = Field(None, description="throughput_spread above config.NOISY_SPREAD")

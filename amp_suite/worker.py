@@ -31,7 +31,7 @@ from amp_suite.config import CellSpec
 from amp_suite.jsonl import LineWriteError, json_safe
 from amp_suite.results import CellRecord
 
-PROGRESS_INTERVAL_S = 0.2  # at most five progress messages a second leave the child
+PROGRESS_INTERVAL_S = 1.0  # at most one progress message a second leaves the child: the display refreshes at 1 Hz
 STOP_TIMEOUT_S = 5.0  # a terminated cell gets this long to exit cleanly before it is killed
 
 

@@ -163,6 +163,11 @@ def test_a_record_stands_alone_and_mlflow_is_built_for_review(tiny_run):
     assert record["environment"]["cuda_device_order"] == "PCI_BUS_ID"  # --gpus 2 is nvidia-smi's GPU 2
     assert record["flops_per_step"] > 0 and record["tflops"] > 0 and record["mfu"] is None  # no published CPU peak
     assert len(record["throughput_windows"]) == 4 and record["noisy"] in (True, False)  # 4 timed steps: 4 windows
+    # CPU time of the timed steps: a CPU step is work, never less than a microsecond of it.
+    assert record["host_cpu_ms_per_step"] > 1e-3
+    log = Path(record["log_path"]).read_text()
+    begin, end = (float(re.search(rf"timed steps: {edge} at monotonic ([0-9.]+)", log)[1]) for edge in ("begin", "end"))
+    assert 0 < end - begin < record["duration_s"]  # the log bounds the timed steps, inside the cell's run
 
     client = MlflowClient(tracking_uri=embedded(out))
     experiment = client.get_experiment_by_name("tiny")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 import torch
 
 from amp_suite.data import DeviceBatches, TensorData, batch_order, order_hash
@@ -20,10 +21,14 @@ def test_each_epoch_is_a_permutation_without_the_last_partial_batch():
     assert not torch.equal(order[:3], order[3:])  # reshuffled
 
 
-def test_batches_are_gathered_in_order():
-    data = TensorData(torch.arange(10).float().unsqueeze(1), torch.arange(10))
-    order = batch_order(10, 2, 3, seed=1)
-    batches = DeviceBatches(data, order)
+@pytest.mark.parametrize("gather_bytes", [1, 3 * 2 * 12, 2**20])  # a batch at a time, 3 at a time, all 7
+def test_batches_are_gathered_in_order(gather_bytes):
+    data = TensorData(torch.arange(10).float().unsqueeze(1), torch.arange(10))  # 4 + 8 bytes a sample
+    order = batch_order(10, 2, 7, seed=1)
+    batches = DeviceBatches(data, order, gather_bytes)
+    assert batches.per_gather == {1: 1, 72: 3, 2**20: 7}[gather_bytes]
     for row in order:
+        peeked = batches.peek()
         inputs, targets = batches.next()
         assert torch.equal(targets, row) and torch.equal(inputs.squeeze(1), row.float())
+        assert torch.equal(peeked[1], targets)

@@ -7,7 +7,14 @@ import time
 import pytest
 import torch
 
-from amp_suite.measure import CpuStepTimer, CudaStepTimer, PeakMemory, release_cached_blocks, step_stats
+from amp_suite.measure import (
+    CpuStepTimer,
+    CudaStepTimer,
+    HostCpuTime,
+    PeakMemory,
+    release_cached_blocks,
+    step_stats,
+)
 
 
 def test_step_stats_percentiles():
@@ -32,6 +39,20 @@ def test_cpu_timer_times_each_step_and_the_span():
     assert times[1] > times[0] and times[1] > times[2]
     assert 0.01 * 1e3 <= times[0] < 0.01 * 1e3 + 15
     assert span >= sum(times) / 1e3 + 0.02
+
+
+def test_host_cpu_time_counts_work_not_waiting_and_logs_its_bounds(capsys):
+    with HostCpuTime() as waiting:
+        time.sleep(0.2)
+    with HostCpuTime() as working:
+        end = time.perf_counter() + 0.2
+        while time.perf_counter() < end:
+            pass
+    assert waiting.seconds < 0.05 < 0.1 < working.seconds
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" at ")[0] for line in lines] == ["timed steps: begin", "timed steps: end"] * 2
+    begin, end = (float(line.rsplit(" ", 1)[1]) for line in lines[2:])
+    assert 0.2 <= end - begin < 1.0  # monotonic seconds, the clock a benchmark beside the cell shares
 
 
 PEAK_PROBE = """

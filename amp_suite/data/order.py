@@ -45,22 +45,40 @@ def order_hash(order: torch.Tensor) -> str:
     return hashlib.sha256(order.to(torch.int64).numpy().tobytes()).hexdigest()[:16]
 
 
-class DeviceBatches:
-    """Yields (inputs, targets) batches gathered on the device in a fixed order."""
+GATHER_BYTES = 2**20  # batches gathered at once, by size: ~60 of the smoke MLP's, 1 of an ImageNet ResNet's
 
-    def __init__(self, data: TensorData, order: torch.Tensor) -> None:
+
+class DeviceBatches:
+    """Yields (inputs, targets) batches gathered on the device in a fixed order.
+
+    Consecutive batches are gathered together, up to GATHER_BYTES at a time, and handed out as
+    views (a chunk of two batches or more; a batch larger than that is gathered alone). A gather
+    per step cost the CPU MLP 4-6% of its step in CPU time (scripts/bench_overhead.py's lockstep
+    pairs, 2026-12-01), far more than the 12 us the same gather takes in a loop of its own: the
+    launch-bound step is the workload most sensitive to work between steps, and the bare loop it
+    is compared with has every batch ready. Chunks keep that cost at one gather in sixty there,
+    and device memory at two chunks of batches (the one in use, the next), not the whole run's.
+    """
+
+    def __init__(self, data: TensorData, order: torch.Tensor, gather_bytes: int = GATHER_BYTES) -> None:
         self.data = data
         self.order = order.to(data.inputs.device)
-        # Split once, so a step does not index `order` first (measured per step on this CPU: 20 us
-        # for the gather from `order`, 8-12 us from a pre-split row, of a 2.4 ms MLP step).
-        self._rows = self.order.unbind(0)
+        per_sample = data.inputs[0].nbytes + data.targets[0].nbytes
+        self.per_gather = max(1, min(len(order), gather_bytes // max(1, per_sample * order.shape[1])))
+        self._chunks = self.order.split(self.per_gather)  # split once: no step indexes `order` itself
+        self._gathered: tuple[int, torch.Tensor, torch.Tensor] | None = None  # (chunk, inputs, targets)
         self._next = 0
 
     def peek(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The batch next() would return, without advancing."""
-        index = self._rows[self._next]
-        # Indexing (unlike index_select) keeps the pool's memory format: channels_last stays so.
-        return self.data.inputs[index], self.data.targets[index]
+        chunk, offset = divmod(self._next, self.per_gather)
+        if self._gathered is None or self._gathered[0] != chunk:
+            index = self._chunks[chunk].flatten()
+            # Indexing (unlike index_select) keeps the pool's memory format: channels_last stays so.
+            self._gathered = chunk, self.data.inputs[index], self.data.targets[index]
+        _, inputs, targets = self._gathered
+        size = self.order.shape[1]
+        return inputs[offset * size : (offset + 1) * size], targets[offset * size : (offset + 1) * size]
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         batch = self.peek()

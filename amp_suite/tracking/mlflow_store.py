@@ -38,7 +38,7 @@ TAG_ENDED_BY = "amp_suite.ended_by"
 PARENT = "mlflow.parentRunId"
 RUN_STATUS = {"ok": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED"}
 METRIC_FIELDS = (
-    "throughput", "tflops", "mfu", "flops_per_step", "host_syncs_per_step",
+    "throughput", "host_cpu_ms_per_step", "tflops", "mfu", "flops_per_step", "host_syncs_per_step",
     "step_time_ms_p50", "step_time_ms_p90", "step_time_ms_mean", "step_time_ms_stdev",
     "peak_memory_mb", "peak_memory_reserved_mb", "final_loss", "val_metric", "val_loss",
     "grad_underflow_fraction", "loss_scale", "skipped_steps", "loss_scale_drops", "duration_s", "warmup_s",
