@@ -55,7 +55,7 @@ class CellRecord(BaseModel):
     seed: int
     throughput: float | None = Field(None, description="training samples per second, measured steps only")
     host_cpu_ms_per_step: float | None = Field(
-        None, description="CPU time of the cell's process per timed step, every thread (measure.HostCpuTime)"
+        None, description="CPU time of the cell's process per timed step, every thread (measure.HostCpuTime); None: DDP"
     )
     throughput_windows: list[float] = Field(default_factory=list, description="samples/s in windows of the timed steps")
     throughput_spread: float | None = Field(None, description="(max - min) / median of throughput_windows")
