@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -51,15 +51,10 @@ POLL_S = 0.02  # how often the driver looks for a side's timed steps to begin (t
 
 
 @dataclass(frozen=True)
-class Timing:
-    cpu_ms: float  # CPU time per timed step, every thread of the process
-    wall_ms: float  # wall time per timed step (in lockstep: while the side was running)
-    final_loss: float  # the two sides train the same trajectory: their last losses agree
-
-
-@dataclass(frozen=True)
 class Timed:
-    """What a side reports: its timing, and its timed steps' bounds on the shared monotonic clock."""
+    """What a side reports: per timed step its CPU time (every thread of the process) and wall
+    time, its final loss (both sides train the same trajectory: their last losses agree), and its
+    timed steps' bounds on the shared monotonic clock."""
 
     cpu_ms: float
     wall_ms: float
@@ -68,12 +63,12 @@ class Timed:
     end: float
     steps: int
 
-    def running_wall(self, intervals: list[tuple[float, float]] | None) -> Timing:
-        """Its timing, wall time counted only while it ran (None: it ran throughout)."""
+    def running_wall(self, intervals: list[tuple[float, float]] | None) -> Timed:
+        """The same, wall time counted only while it ran (intervals None: it ran throughout)."""
         if intervals is None:
-            return Timing(self.cpu_ms, self.wall_ms, self.final_loss)
+            return self
         ran = sum(max(0.0, min(stop, self.end) - max(start, self.begin)) for start, stop in intervals)
-        return Timing(self.cpu_ms, ran * 1e3 / self.steps, self.final_loss)
+        return replace(self, wall_ms=ran * 1e3 / self.steps)
 
 
 def bench_matrix(steps: int, warmup: int, folder: Path) -> Path:
@@ -123,7 +118,7 @@ class Side:
 
     def timed(self) -> Timed: ...
 
-    def result(self) -> Timing:
+    def result(self) -> Timed:
         return self.timed().running_wall(self.intervals)
 
 
@@ -207,7 +202,7 @@ class BareSide(Side):
         return Timed(**json.loads(timed[0]))
 
 
-def lockstep(suite: Side, bare: Side, first: Side, slice_s: float) -> tuple[Timing, Timing]:
+def lockstep(suite: Side, bare: Side, first: Side, slice_s: float) -> tuple[Timed, Timed]:
     """Run both sides' timed steps in alternating slices, never both at once (see the docstring)."""
     for side in (suite, bare):  # each gets to its timed steps with the machine to itself where it can
         while not side.begun():
@@ -235,7 +230,7 @@ def lockstep(suite: Side, bare: Side, first: Side, slice_s: float) -> tuple[Timi
     return suite.result(), bare.result()
 
 
-def sequential(suite: Side, bare: Side, first: Side) -> tuple[Timing, Timing]:
+def sequential(suite: Side, bare: Side, first: Side) -> tuple[Timed, Timed]:
     """Each side alone, one after the other: what a pair of plain runs sees on this machine."""
     suite.stop()
     bare.stop()
@@ -347,18 +342,15 @@ def main() -> int:
                     raise SystemExit(f"{precision}: the sides trained differently: final losses {timings}")
                 suite.append(timings[0])
                 bare.append(timings[1])
-            cpu_median, cpu_line = describe("CPU time", [t.cpu_ms for t in suite], [t.cpu_ms for t in bare])
+            cpu_by_mode[precision] = [t.cpu_ms for t in suite], [t.cpu_ms for t in bare]
+            cpu_median, cpu_line = describe("CPU time", *cpu_by_mode[precision])
             wall_median, wall_line = describe("wall time", [t.wall_ms for t in suite], [t.wall_ms for t in bare])
             print(f"{precision}: {cpu_line} | {wall_line}", flush=True)
-            print(
-                f"      CPU ms per step: suite {statistics.median(t.cpu_ms for t in suite):.3f},"
-                f" bare {statistics.median(t.cpu_ms for t in bare):.3f} (medians)",
-                flush=True,
-            )
+            suite_ms, bare_ms = (statistics.median(times) for times in cpu_by_mode[precision])
+            print(f"      CPU ms per step: suite {suite_ms:.3f}, bare {bare_ms:.3f} (medians)", flush=True)
             lowest[precision] = min(cpu_median, wall_median)
-            cpu_by_mode[precision] = ([t.cpu_ms for t in suite], [t.cpu_ms for t in bare])
     if "fp32" in cpu_by_mode:
-        for precision in cpu_by_mode.keys() - {"fp32"}:
+        for precision in [mode for mode in cpu_by_mode if mode != "fp32"]:
             # The verdict each side would print: this mode's speed over fp32's, from medians of the
             # pairs (different pairs: the drift between them is not cancelled, only within them).
             verdicts = [

@@ -63,8 +63,9 @@ class DeviceBatches:
     def __init__(self, data: TensorData, order: torch.Tensor, gather_bytes: int = GATHER_BYTES) -> None:
         self.data = data
         self.order = order.to(data.inputs.device)
+        self.batch_size = order.shape[1]
         per_sample = data.inputs[0].nbytes + data.targets[0].nbytes
-        self.per_gather = max(1, min(len(order), gather_bytes // max(1, per_sample * order.shape[1])))
+        self.per_gather = max(1, min(len(order), gather_bytes // max(1, per_sample * self.batch_size)))
         self._chunks = self.order.split(self.per_gather)  # split once: no step indexes `order` itself
         self._gathered: tuple[int, torch.Tensor, torch.Tensor] | None = None  # (chunk, inputs, targets)
         self._next = 0
@@ -77,8 +78,8 @@ class DeviceBatches:
             # Indexing (unlike index_select) keeps the pool's memory format: channels_last stays so.
             self._gathered = chunk, self.data.inputs[index], self.data.targets[index]
         _, inputs, targets = self._gathered
-        size = self.order.shape[1]
-        return inputs[offset * size : (offset + 1) * size], targets[offset * size : (offset + 1) * size]
+        batch = slice(offset * self.batch_size, (offset + 1) * self.batch_size)
+        return inputs[batch], targets[batch]
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         batch = self.peek()
