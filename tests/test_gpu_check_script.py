@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,8 @@ UUID = "GPU-5c3d2a1b-0e9f-4a8b-9c7d-6e5f4a3b2c1d"
 MACHINE = {"device_name": "NVIDIA H200", "compute_capability": "9.0", "driver": "580.1", "torch": "2.14.1",
            "cuda": "13.0"}  # fmt: skip
 OUT_FILES = {"gpu-check.txt", "results.jsonl", "bundle.tar.gz"}
-STAGES = ["probe", "gpu-tests", "batch-search", "matrix", "compile"]
+STAGES = ["probe", "gpu-tests", "batch-search", "matrix", "overhead", "compile"]
+OVERHEAD = "overhead within 2% (median suite/bare speed, CPU/wall): fp32 0.995/0.991, tf32 0.990/0.993, bf16 0.987/0.990, fp16 0.985/0.989"  # noqa: E501
 
 
 def record(matrix: str, workload: str, precision: str, compile: str = "off", batch: int = 16, **fields) -> dict:
@@ -72,6 +74,9 @@ case "$1 ${2:-}" in
           exit "$(cat "$here/probe.exit")" ;;
   "-m pytest") echo "7 passed, 1 deselected in 3.0s"; exit "$(cat "$here/tests.exit")" ;;
   "-m amp_suite") ;;
+  "scripts/bench_overhead.py "*) echo "${PYTHONPATH:-}" > "$here/overhead.pythonpath"
+                                 echo "  fp32 pair 1 of 3: CPU 0.995, wall 0.991"; echo "OVERHEAD"
+                                 exit "$(cat "$here/overhead.exit")" ;;
   *) exec REAL "$@" ;;
 esac
 while [ $# -gt 0 ]; do
@@ -91,16 +96,18 @@ NVIDIA_SMI = f"""#!/usr/bin/env bash
 """
 
 
-def stand_in(tmp_path, matrices=None, exits=None, hang=(), gpus=1, tests_exit=0, probe_exit=0):
+def stand_in(tmp_path, matrices=None, exits=None, hang=(), gpus=1, tests_exit=0, probe_exit=0, overhead_exit=0):
     """The stand-in's folder: python, nvidia-smi, and what each matrix does."""
     here = tmp_path / "stand-in"
     (here / "bin").mkdir(parents=True)
-    for name, text in (("python", STUB.replace("REAL", sys.executable)), ("bin/nvidia-smi", NVIDIA_SMI)):
+    python = STUB.replace("REAL", sys.executable).replace("OVERHEAD", OVERHEAD)
+    for name, text in (("python", python), ("bin/nvidia-smi", NVIDIA_SMI)):
         (here / name).write_text(text)
         (here / name).chmod(0o755)
     (here / "gpus").write_text(str(gpus))
     (here / "tests.exit").write_text(str(tests_exit))
     (here / "probe.exit").write_text(str(probe_exit))
+    (here / "overhead.exit").write_text(str(overhead_exit))
     for matrix, records in (matrices or green()).items():
         (here / f"{matrix}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         (here / f"{matrix}.exit").write_text(str((exits or {}).get(matrix, 0)))
@@ -154,6 +161,7 @@ def test_all_green_appends_each_stage_checks_every_fact_and_leaves_three_files(t
     assert blocks == sorted(blocks), text  # appended in the order the stages ran
     assert "[gpu-tests] exit 0" in text and "7 passed, 1 deselected" in text
     assert "[compile] exit 0" in text and "gpu-check-compile: 4 cells: 4 ok" in text
+    assert re.search(rf"\[overhead\] exit 0, \d+ s of 150 s: {re.escape(OVERHEAD)}\n", text)  # the bench's last line
     assert "transformer/bs16/seed0/fp32" in text and "3,200/s | 120.0 TFLOP/s | MFU 24% | 0.14 J/sample" in text
     assert "timed 2.0 s" in text and "largest batch 14 (memory)" in text
     assert "multi-GPU and DDP: not run, this machine has 1 GPU" in text
@@ -170,6 +178,8 @@ def test_all_green_appends_each_stage_checks_every_fact_and_leaves_three_files(t
     calls = (here / "calls.txt").read_text()
     assert "-m pytest -m gpu -k not largest_batch" in calls  # its batch search is the batch-search stage's
     assert "experiments/gpu-check.yaml" in calls and "--device cuda" in calls and "gpu-check-multi" not in calls
+    assert "scripts/bench_overhead.py --device cuda --pairs 3" in calls
+    assert (here / "overhead.pythonpath").read_text().strip().split(":")[0] == str(REPO)  # this checkout's amp_suite
     runs = (here / "matrices.txt").read_text().splitlines()
     assert [run.split()[0] for run in runs] == ["gpu-check-batch", "gpu-check", "gpu-check-compile"]
     assert "hooks cap=2048" in runs[0] and all(run.endswith("PYTHONPATH= cap=") for run in runs[1:])
@@ -249,19 +259,20 @@ def test_a_run_stopped_by_sigterm_stops_its_stage_and_says_so(tmp_path):
 
 
 def test_failures_fail_the_check_and_the_summary_says_which(tmp_path):
-    """A failing GPU test, a failed cell (amp-suite exits 3) and a batch search in which bf16 found
-    no more than fp32: each is named, and the script exits non-zero."""
+    """A failing GPU test, a failed cell (amp-suite exits 3), a harness over its overhead budget and
+    a batch search in which bf16 found no more than fp32: each is named, and the script exits non-zero."""
     matrices = green()
     matrices["gpu-check-batch"][1] = record("gpu-check-batch", "transformer", "bf16", batch=8, **search(8))
     matrices["gpu-check"][2] = record("gpu-check", "transformer", "fp16", status="failed",
                                       reason="RuntimeError: CUDA error: an illegal memory access")  # fmt: skip
-    done, out, _ = gpu_check(tmp_path, matrices=matrices, exits={"gpu-check": 3}, tests_exit=1)
+    done, out, _ = gpu_check(tmp_path, matrices=matrices, exits={"gpu-check": 3}, tests_exit=1, overhead_exit=1)
     assert done.returncode != 0
     text = screen(out)
     assert "[gpu-tests] exit 1" in text and "[matrix] exit 3" in text and "1 failed, 3 ok" in text
     assert "an illegal memory access" in text
     assert "FAIL batch search: bf16 fits a larger batch than fp32: bf16 8 (memory), fp32 8 (memory)" in text
-    assert "gpu-check: FAIL: gpu-tests exit 1; matrix exit 3; check batch search" in text
+    assert "[overhead] exit 1" in text
+    assert "gpu-check: FAIL: gpu-tests exit 1; matrix exit 3; overhead exit 1; check batch search" in text
 
 
 def test_no_gpu_stops_after_the_probe(tmp_path):
