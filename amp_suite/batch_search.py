@@ -12,30 +12,16 @@ A probe that is skipped (the device can't run this precision at all) skips the c
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import BaseModel
+from typing import Literal
 
 from amp_suite.config import CellSpec
-
-if TYPE_CHECKING:  # results imports this module for BatchSearch
-    from amp_suite.results import CellRecord
+from amp_suite.results import BatchSearch, CellRecord
 
 START = 8  # the first probe; halved down to 1 if even this does not fit
 PRECISION = 16  # stop bisecting when the gap is under 1/16 of the batch that fits
 PROBE_STEPS, PROBE_WARMUP = 2, 1
 
-Probe = Callable[[CellSpec], "CellRecord"]  # runs a cell in a fresh process
-
-
-class BatchSearch(BaseModel):
-    """What the search tried and found; kept in the record of the cell measured at `found`."""
-
-    found: int | None  # the largest batch that fitted; None if not even batch 1 did
-    limited_by: Literal["memory", "samples"] | None  # what stopped the growth; None if nothing fitted
-    probes: list[tuple[int, str]]  # (batch, the probe's status) in the order they ran
-    failure: str | None = None  # a probe that failed for another reason than memory ends the search
-    skipped: str | None = None  # a skipped probe's reason: no batch runs here, so the cell is skipped
+Probe = Callable[[CellSpec], CellRecord]  # runs a cell in a fresh process
 
 
 def unsupported_reason(device: str) -> str | None:

@@ -110,7 +110,7 @@ class Fleet:
         log_path.write_text(result.log)
         record = CellRecord.model_validate_json(result.record_json)
         environment = {**record.environment, "ray_node": result.node}  # the host the cell ran on
-        return record.model_copy(update={"log_path": str(log_path), "environment": environment})
+        return record.updated(log_path=str(log_path), environment=environment)
 
     def _wait(self, ref, spec: CellSpec, cancelled: threading.Event | None) -> NodeResult:
         ray, homeless_since, checked = self._ray, None, time.monotonic()

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import torch
+from torch import nn
 
 from amp_suite.config import PRECISIONS
 from amp_suite.hardware import DeviceCaps
@@ -94,6 +95,11 @@ class PrecisionPolicy:
         """Global float32 math settings for the whole cell (restored afterwards)."""
         return fp32_math(self.fp32_math_mode)
 
+    def convert_module(self, model: nn.Module) -> nn.Module:
+        """The model this mode trains, on its device, before the optimizer sees its parameters: a
+        mode that swaps layers (fp8's, say) returns the swapped model. Autocast modes train it as is."""
+        return model
+
     def bind(self, optimizer: torch.optim.Optimizer) -> None:
         """Called once with the optimizer before the first step."""
 
@@ -112,6 +118,14 @@ class PrecisionPolicy:
     def telemetry(self) -> dict[str, object]:
         """Scaler state after training (reads device values: call outside the timed region)."""
         return {}
+
+    def checked_matmul_dtype(self, device: torch.device) -> torch.dtype:
+        """The dtype a matmul produces under this policy, which must be its compute dtype: proof
+        that autocast is in effect (or not, in fp32 and tf32) before anything is measured."""
+        observed = observed_matmul_dtype(self, device)
+        if observed != self.compute_dtype:
+            raise RuntimeError(f"{self.name} expected matmuls in {self.compute_dtype}, got {observed}")
+        return observed
 
 
 class TF32(PrecisionPolicy):

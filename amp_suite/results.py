@@ -19,14 +19,24 @@ import hashlib
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from amp_suite.batch_search import BatchSearch
 from amp_suite.config import AUTO_BATCH, CellSpec, ParityConfig, Status
 from amp_suite.jsonl import append_line, read_objects
 from amp_suite.machine import Machine
+
+
+class BatchSearch(BaseModel):
+    """What the batch search (amp_suite.batch_search) tried and found; kept in the record of the
+    cell measured at `found`."""
+
+    found: int | None  # the largest batch that fitted; None if not even batch 1 did
+    limited_by: Literal["memory", "samples"] | None  # what stopped the growth; None if nothing fitted
+    probes: list[tuple[int, str]]  # (batch, the probe's status) in the order they ran
+    failure: str | None = None  # a probe that failed for another reason than memory ends the search
+    skipped: str | None = None  # a skipped probe's reason: no batch runs here, so the cell is skipped
 
 
 class CellRecord(BaseModel):
@@ -169,6 +179,14 @@ class CellRecord(BaseModel):
             started_at=fields.pop("started_at", None) or utc_now(),
             **fields,
         )
+
+    def updated(self, **fields: Any) -> CellRecord:
+        """A copy with these fields changed, validated as a new record is: a misspelt field or a
+        wrong type is an error (pydantic's model_copy(update=...) would drop or keep it silently)."""
+        unknown = sorted(set(fields) - set(CellRecord.model_fields))
+        if unknown:
+            raise ValueError(f"not fields of a cell record: {', '.join(unknown)}")
+        return type(self).model_validate({**dict(self), **fields})
 
     @property
     def resume_key(self) -> tuple[str, str]:

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Protocol
 
 from amp_suite import batch_search
-from amp_suite.batch_search import BatchSearch, search_batch
+from amp_suite.batch_search import search_batch
 from amp_suite.config import AUTO_BATCH, CellSpec, Matrix
 from amp_suite.executors import Executor, OnThisBox, Progress, RunOne
 from amp_suite.invocations import Ending, InvocationStarted, new_id
 from amp_suite.jsonl import LineWriteError
 from amp_suite.outcome import Outcome, judge
-from amp_suite.results import CellRecord, describe_error
+from amp_suite.results import BatchSearch, CellRecord, describe_error
 from amp_suite.rundir import RunDirectory
 from amp_suite.scheduler import Scheduler
 from amp_suite.summary import SummaryRow, summarize
@@ -174,7 +174,7 @@ class MatrixRunner:
         record = run(spec.model_copy(update={"batch_size": search.found}), progress)
         # The record keeps the cell's identity (batch "auto"), so --resume and the summary find it.
         identity = {"cell_id": spec.cell_id, "config_hash": spec.config_hash, "config": spec.model_dump(mode="json")}
-        return record.model_copy(update={**identity, "batch_search": search})
+        return record.updated(**identity, batch_search=search)
 
     def _search(self, spec: CellSpec, run: RunOne, progress: Progress) -> BatchSearch:
         key = spec.model_copy(update={"seed": 0}).config_hash

@@ -14,7 +14,9 @@ handler is what holds them, not the thread's signal mask.
 
 from __future__ import annotations
 
+import ctypes
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -72,3 +74,10 @@ def signals_held() -> Iterator[None]:
             signum, _State.pending = _State.pending, None
             _State.stopping = True
             raise Stopped(signum)
+
+
+def stop_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Linux: deliver `signum` to this process when its parent exits (prctl PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum)

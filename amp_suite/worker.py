@@ -14,7 +14,6 @@ CUDA starts) and its share of the CPU threads, when several cells run at once (a
 
 from __future__ import annotations
 
-import ctypes
 import json
 import multiprocessing
 import os
@@ -30,6 +29,7 @@ from pathlib import Path
 from amp_suite.config import CellSpec
 from amp_suite.jsonl import LineWriteError, json_safe
 from amp_suite.results import CellRecord
+from amp_suite.signals import stop_with_parent
 
 PROGRESS_INTERVAL_S = 1.0  # at most one progress message a second leaves the child: the display refreshes at 1 Hz
 STOP_TIMEOUT_S = 5.0  # a terminated cell gets this long to exit cleanly before it is killed
@@ -107,7 +107,7 @@ def run_isolated(
         where = f"see {log_path}" if logged else "it died before writing its log: see the suite's own output"
         reason = f"worker process died ({_exit_description(process.exitcode)}); {where}"
         record = CellRecord.for_spec(spec, "failed", reason, **probed)  # where it ran, if it got that far
-    return record.model_copy(update={"log_path": str(log_path)})
+    return record.updated(log_path=str(log_path))
 
 
 def _receive(reader: Connection, cancelled: threading.Event | None) -> tuple[str, object]:
@@ -136,13 +136,6 @@ class _ThrottledProgress:
         if done == total or now - self.last_sent >= PROGRESS_INTERVAL_S:
             self.last_sent = now
             self.connection.send(("progress", (phase, done, total)))
-
-
-def stop_with_parent(signum: int = signal.SIGTERM) -> None:
-    """Linux: deliver `signum` to this process when its parent exits (prctl PR_SET_PDEATHSIG)."""
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
 
 
 def _thread_lock_for_progress_bars() -> None:

@@ -12,8 +12,9 @@ from conftest import amp_suite, read_records, tiny_matrix
 from pydantic import ValidationError
 
 from amp_suite import compilation
-from amp_suite.cell import prepare, run_cell
+from amp_suite.cell import run_cell
 from amp_suite.config import Matrix
+from amp_suite.pipeline import prepare
 from amp_suite.results import CellRecord, StoredRecord
 from amp_suite.summary import summarize
 

@@ -7,13 +7,15 @@ import torch
 from conftest import tiny_matrix
 
 from amp_suite import cell as cell_module
-from amp_suite.cell import prepare, run_cell, step_diagnostics
+from amp_suite import pipeline
+from amp_suite.cell import run_cell
 from amp_suite.config import Matrix
 from amp_suite.diagnostics.flops import count_step_flops
 from amp_suite.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.hardware import cpu_caps
 from amp_suite.loop import Trainer
 from amp_suite.measure import PeakMemory
+from amp_suite.pipeline import prepare, step_diagnostics
 
 CELLS = {c.precision: c for c in Matrix.model_validate(tiny_matrix(steps=6)).cells("cpu")}
 BF16_CPU = cpu_caps("test cpu", frozenset({"avx512_bf16"}))
@@ -101,7 +103,7 @@ def test_a_crashing_cell_is_recorded_failed(bf16_cpu, monkeypatch):
     def explode(config, channels_last=False):
         raise RuntimeError("model construction blew up\nsecond line")
 
-    monkeypatch.setattr(cell_module, "build_workload", explode)
+    monkeypatch.setattr(pipeline, "build_workload", explode)
     record = run_cell(CELLS["fp32"])
     assert record.status == "failed" and record.reason == "RuntimeError: model construction blew up"
 
@@ -119,7 +121,7 @@ class GoesNaN(torch.nn.Module):
 
 
 def _poisoned(monkeypatch, after: int) -> None:
-    real_build = cell_module.build_workload
+    real_build = pipeline.build_workload
 
     def build(config, channels_last=False):
         workload = real_build(config, channels_last)
@@ -129,7 +131,7 @@ def _poisoned(monkeypatch, after: int) -> None:
         )
         return workload
 
-    monkeypatch.setattr(cell_module, "build_workload", build)
+    monkeypatch.setattr(pipeline, "build_workload", build)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -170,8 +172,8 @@ def test_cached_blocks_are_released_after_the_diagnostics_and_the_peak_reset_aft
 
         return call
 
-    monkeypatch.setattr(cell_module, "count_step_flops", logged("diagnostics", cell_module.count_step_flops))
-    monkeypatch.setattr(cell_module, "release_cached_blocks", logged("release", cell_module.release_cached_blocks))
+    monkeypatch.setattr(pipeline, "count_step_flops", logged("diagnostics", pipeline.count_step_flops))
+    monkeypatch.setattr(pipeline, "release_cached_blocks", logged("release", pipeline.release_cached_blocks))
     monkeypatch.setattr(Trainer, "step", logged("step", Trainer.step))
     monkeypatch.setattr(PeakMemory, "__enter__", logged("peak reset", PeakMemory.__enter__))
     spec = CELLS["fp32"]
@@ -179,3 +181,27 @@ def test_cached_blocks_are_released_after_the_diagnostics_and_the_peak_reset_aft
     warmup = spec.warmup_steps
     assert events[: 2 + warmup + 1] == ["diagnostics", "release", *["step"] * warmup, "peak reset"]
     assert events[2 + warmup + 1 :] == ["step"] * spec.steps
+
+
+def test_a_policy_converts_the_model_before_the_optimizer_sees_it(bf16_cpu, monkeypatch):
+    """A mode that swaps layers (fp8, say) is one policy: its convert_module's model is the one
+    trained, evaluated and stepped by the optimizer, in a whole cell."""
+    import copy
+
+    from amp_suite.precision import PrecisionPolicy
+
+    converted = []
+
+    class Swapping(PrecisionPolicy):
+        def convert_module(self, model):
+            swapped = copy.deepcopy(model)  # new parameters: the optimizer must hold these
+            converted.append(swapped)
+            return swapped
+
+    monkeypatch.setattr(pipeline, "make_policy", lambda name, device_type: Swapping(device_type))
+    session = prepare(CELLS["fp32"], torch.device("cpu"))
+    (model,) = converted
+    assert session.model is model and session.trainer.model is model
+    stepped = {id(p) for group in session.trainer.optimizer.param_groups for p in group["params"]}
+    assert stepped == {id(p) for p in model.parameters()}
+    assert run_cell(CELLS["fp32"]).status == "ok" and len(converted) == 2  # the whole cell runs on it

@@ -124,7 +124,7 @@ def test_scaling_efficiency_hook_and_world_parity_come_from_the_records():
 
 
 def _evidence(records: list[CellRecord], machine: Machine = CPU) -> Evidence:
-    return Evidence(machine=machine, rows=summarize(records), records=records, kinds={})
+    return Evidence(machine=machine, rows=summarize(records), records=records, matmul_heavy=frozenset())
 
 
 # -- through the CLI: gloo at world size 2 ----------------------------------------------------------

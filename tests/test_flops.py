@@ -4,10 +4,10 @@ import pytest
 import torch
 from conftest import tiny_matrix
 
-from amp_suite.cell import prepare
 from amp_suite.config import Matrix
 from amp_suite.diagnostics.flops import count_step_flops
 from amp_suite.peaks import peak_tflops, utilisation
+from amp_suite.pipeline import prepare
 
 MLP = {"workload": "mlp", "in_features": 64, "hidden": 256, "depth": 3, "num_classes": 10,
        "batch_sizes": [32], "samples": 64, "data": {"source": "synthetic", "val_samples": 32}}  # fmt: skip

@@ -37,6 +37,26 @@ def test_a_record_is_closed_when_written_a_misspelt_field_is_an_error():
         _record(machine={"device_type": "cuda", "device_name": "x", "gpu": "A100"})
 
 
+def test_an_updated_record_is_validated_like_a_new_one():
+    """What the runner, worker and fleet add to a record after the cell: a misspelt field or a
+    wrong type is an error, as when the record was made (model_copy(update=...) let both through)."""
+    record = _record(throughput=10.0)
+    assert record.updated(log_path="logs/a.log").log_path == "logs/a.log" and record.log_path is None
+    with pytest.raises(ValueError, match="not fields of a cell record: log_pth"):
+        record.updated(log_pth="logs/a.log")
+    with pytest.raises(ValidationError, match="throughput"):
+        record.updated(throughput="fast")
+    with pytest.raises(ValidationError, match="status ok with throughput -1.0"):  # the record's own rules hold
+        record.updated(throughput=-1.0)
+
+
+def test_a_stored_record_keeps_a_newer_versions_fields_when_updated(tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(json.loads(_record(throughput=1.0).model_dump_json()) | {"added_later": 1}) + "\n")
+    (stored,), _ = ResultsFile(path).read()
+    assert stored.updated(log_path="x.log").model_extra == {"added_later": 1}
+
+
 def test_a_line_older_than_the_machine_field_gets_one_from_its_environment(tmp_path):
     path = tmp_path / "results.jsonl"
     old = json.loads(_record(throughput=1.0).model_dump_json(exclude={"machine", "parity_rule", "record_id"}))

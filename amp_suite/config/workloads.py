@@ -59,6 +59,9 @@ class _WorkloadBase(FrozenModel):
     data_sources: ClassVar[tuple[DataSource, ...]]  # where its data may come from
     throughput_unit: ClassVar[str] = "samples/s"  # the unit people quote this kind of model in
     image_inputs: ClassVar[bool] = False  # 4-D inputs through convolutions: the channels_last axis applies
+    # Its step is mostly matmuls and convolutions, at sizes where its fp32 step is not launch-bound:
+    # where the report judges the tensor-core claims (an MLP's tiny matmuls measure launches instead).
+    matmul_heavy: ClassVar[bool] = False
 
     label: str | None = Field(None, pattern=NAME_PATTERN, max_length=NAME_MAX)
     batch_sizes: list[BatchSize] = Field(
@@ -153,6 +156,7 @@ class ResNetConfig(_WorkloadBase):
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits", "hub", "imagefolder")
     throughput_unit: ClassVar[str] = "images/s"
     image_inputs: ClassVar[bool] = True
+    matmul_heavy: ClassVar[bool] = True
 
     workload: Literal["resnet"]
     data: DataConfig = DataConfig(source="digits")
@@ -174,6 +178,7 @@ class TransformerConfig(_WorkloadBase):
     module: ClassVar[str] = "amp_suite.workloads.transformer"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "hub", "text")
     throughput_unit: ClassVar[str] = "tokens/s"
+    matmul_heavy: ClassVar[bool] = True
 
     workload: Literal["transformer"]
     data: DataConfig = DataConfig(source="synthetic")
@@ -226,3 +231,4 @@ class MLPConfig(_WorkloadBase):
 WORKLOAD_CONFIGS = (ResNetConfig, TransformerConfig, MLPConfig)  # the registry
 WorkloadConfig = Annotated[Union[WORKLOAD_CONFIGS], Field(discriminator="workload")]  # type: ignore[valid-type]
 WORKLOADS = tuple(config.model_fields["workload"].annotation.__args__[0] for config in WORKLOAD_CONFIGS)
+WORKLOAD_CONFIG_BY_NAME = dict(zip(WORKLOADS, WORKLOAD_CONFIGS, strict=True))  # the traits of a record's workload

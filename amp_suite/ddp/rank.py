@@ -1,8 +1,8 @@
 """One DDP rank: `python -m amp_suite.ddp.rank <spec.json> <folder>`, started by amp_suite.ddp.launch.
 
-It builds the cell exactly as a single-device cell does (amp_suite.cell.prepare: same seed, same
-initial weights, the precision policy with its own GradScaler), wraps the model in
-DistributedDataParallel, and trains its shard of the seeded batch stream. The timed steps
+It runs the pipeline a single-device cell runs (amp_suite.pipeline: the same session, seed,
+initial weights and precision policy with its own GradScaler), on its shard of the seeded batch
+stream, its model wrapped in DistributedDataParallel after the diagnostics. The timed steps
 synchronise gradients as DDP always does; then, after validation, the same batches run again
 inside `no_sync()` (no all-reduce), and the difference is what communication costs. It writes
 `rank<N>.json` in the folder: {"fields": ...} or {"error": ..., "oom": ..., "memory": ...}.
@@ -24,25 +24,15 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from amp_suite import compilation
-from amp_suite.cell import (
-    Curves,
-    cudnn_autotune,
-    first_bad_step,
-    no_progress,
-    prepare,
-    step_diagnostics,
-    timed_fields,
-    trained_fields,
-    warm_up,
-)
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
 from amp_suite.ddp.launch import backend
-from amp_suite.gpu_state import GpuState
-from amp_suite.measure import PeakMemory, Spread, make_step_timer, memory_at_oom, release_cached_blocks, step_stats
-from amp_suite.precision import PrecisionPolicy, make_policy, observed_matmul_dtype
+from amp_suite.loop import Trainer
+from amp_suite.measure import make_step_timer, memory_at_oom, step_stats
+from amp_suite.pipeline import Curves, cudnn_autotune, first_bad_step, measure_session, prepare
+from amp_suite.precision import PrecisionPolicy, make_policy
 from amp_suite.results import describe_error
-from amp_suite.worker import stop_with_parent
+from amp_suite.signals import stop_with_parent
 
 COMM_HOOKS = {"none": None, "fp16": "fp16_compress_hook", "bf16": "bf16_compress_hook"}
 
@@ -94,29 +84,23 @@ def run_rank(spec: CellSpec, device: torch.device, rank: int, world: int) -> dic
 def measure_rank(spec: CellSpec, device: torch.device, rank: int, world: int) -> dict[str, Any]:
     assert spec.ddp is not None
     session = prepare(spec, device)
-    policy, model, loss = session.policy, session.model, session.workload.loss
     # One seeded stream of batches for every world size; rank r takes every world-th of it.
     stream = batch_order(len(session.data.train), spec.batch_size, world * (spec.warmup_steps + spec.steps), spec.seed)
     mine = stream[rank::world]
-    batches = DeviceBatches(session.data.train, mine)
-    matmul_dtype = observed_matmul_dtype(policy, device)
-    if matmul_dtype != policy.compute_dtype:
-        raise RuntimeError(f"{policy.name} expected matmuls in {policy.compute_dtype}, got {matmul_dtype}")
-    # Rank 0's view of one local step, before DDP wraps the model (no communication).
-    diagnostics = step_diagnostics(model, loss, policy, batches) if rank == 0 else {}
-    release_cached_blocks(device)
-    wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    _register_hook(wrapped, spec.ddp.comm_hook)
-    trainer = replace(session.trainer, model=compilation.compiled(wrapped, spec.compile))
-    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, no_progress)
+    wrapped = None
 
-    dist.barrier()  # the ranks start the timed steps together
-    timer = make_step_timer(device, spec.steps)
-    with PeakMemory(device) as memory, GpuState(device) as gpu:
-        measured = trainer.run(batches, spec.steps, timer)
-        times_ms, span_s = timer.read()  # synchronises once
-    loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
-    validation = session.workload.evaluate(model, session.data.validation, spec.batch_size, policy.forward_context)
+    def wrap(trainer: Trainer) -> Trainer:
+        nonlocal wrapped
+        wrapped = DistributedDataParallel(session.model, device_ids=[device.index] if device.type == "cuda" else None)
+        _register_hook(wrapped, spec.ddp.comm_hook)
+        return replace(trainer, model=compilation.compiled(wrapped, spec.compile))
+
+    # Rank 0's diagnostics see one local step, before DDP wraps the model (no communication); the
+    # ranks start the timed steps together.
+    timed = measure_session(
+        session, DeviceBatches(session.data.train, mine), spec, device,
+        world=world, diagnose=rank == 0, wrap=wrap, before_timed=dist.barrier,
+    )  # fmt: skip
 
     # The same batches again without the all-reduce. The ranks' weights drift apart from here on:
     # everything the record says about the model was measured above.
@@ -124,32 +108,20 @@ def measure_rank(spec: CellSpec, device: torch.device, rank: int, world: int) ->
     dist.barrier()
     no_sync_timer = make_step_timer(device, spec.steps)
     with wrapped.no_sync():
-        trainer.run(replay, spec.steps, no_sync_timer)
+        timed.trainer.run(replay, spec.steps, no_sync_timer)
     no_sync = step_stats(no_sync_timer.read()[0])
-    stats = step_stats(times_ms)
-    spread = Spread.of(times_ms, spec.batch_size * world)
-    raw_share = 1 - no_sync.p50_ms / stats.p50_ms
-    flops = diagnostics.get("flops_per_step")
+    raw_share = 1 - no_sync.p50_ms / timed.stats.p50_ms
     return {
-        **diagnostics,
-        "throughput": world * spec.batch_size * spec.steps / span_s,  # global samples/s
-        "warmup_s": warmup_s,
-        "host_syncs_per_step": host_syncs,
-        # The ranks' together, as throughput is: MFU divides it by world size x one GPU's peak.
-        "tflops": None if flops is None else world * flops * spec.steps / span_s / 1e12,
-        **timed_fields(stats, spread, memory),
-        **trained_fields(session, loss_curve, validation),
+        **timed.fields,
+        "host_cpu_ms_per_step": None,  # the suite's process is not the ranks': no one process's CPU time
         "step_time_ms_no_sync_p50": no_sync.p50_ms,
         "step_time_ms_no_sync_mean": no_sync.mean_ms,
         "comm_share_raw": raw_share,
         "comm_share": max(0.0, raw_share),
         "ddp_backend": backend(device),
         "rank_threads": torch.get_num_threads() if device.type == "cpu" else None,
-        "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
         "batch_order_hash": order_hash(stream),  # the whole stream: equal across ranks and world sizes' prefixes
-        **gpu.fields(spec.batch_size * spec.steps),  # this rank's GPU and its own samples
-        **policy.telemetry(),
-        **_check_finite(warmup, measured, policy, rank),
+        **_check_finite(timed.warmup, timed.measured, session.policy, rank),
     }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 import amp_suite
+from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
 from amp_suite.machine import Machine
 from amp_suite.report.claims import ClaimResult, Evidence, judge_claims, thresholds_dict
 from amp_suite.report.references import Reference, ReferenceResult, match_references
@@ -119,7 +120,7 @@ def build_report(
             machine=machine,
             rows=[row for row in summary if row.machine == key],
             records=[r for r in records if machine_key(r) == key],
-            kinds={setup: config.get("workload", "") for (k, setup), config in configs.items() if k == key},
+            matmul_heavy=frozenset(s for (k, s), config in configs.items() if k == key and _matmul_heavy(config)),
         )
         for key, machine in objects.items()
     }
@@ -233,3 +234,9 @@ def _workload_configs(records: Sequence[CellRecord]) -> dict[tuple[str, str], di
             ran |= {"compile": record.compile, "channels_last": record.channels_last}
             configs.setdefault((machine_key(record), setup_key(record)), ran)
     return configs
+
+
+def _matmul_heavy(config: dict[str, Any]) -> bool:
+    """What the workload's config class declares (a workload this version does not know: no)."""
+    known = WORKLOAD_CONFIG_BY_NAME.get(config.get("workload", ""))
+    return known is not None and known.matmul_heavy

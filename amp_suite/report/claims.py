@@ -36,7 +36,6 @@ class Thresholds:
 THRESHOLDS = Thresholds()
 AMP_MODES = ("fp16", "bf16")
 RULE_MODES = ("fp32", "fp16", "bf16")  # what the capability rule chooses between
-MATMUL_HEAVY = ("resnet", "transformer")  # workload kinds whose step is mostly matmul/conv
 SOFTMAX_OPS = ("_softmax", "softmax", "_log_softmax", "log_softmax")
 ATTENTION_OPS = "_scaled_dot_product"  # fused attention: its softmax runs inside, out of the audit's sight
 ClaimVerdict = Literal["supported", "contradicted", "not measured here"]
@@ -57,7 +56,7 @@ class Evidence:
     machine: Machine
     rows: list[SummaryRow]
     records: list[CellRecord]
-    kinds: dict[str, str]  # setup -> workload kind (resnet, transformer, mlp)
+    matmul_heavy: frozenset[str]  # the setups whose workload declares itself matmul-heavy (config.workloads)
 
     def ok(self, precisions: Sequence[str]) -> list[SummaryRow]:
         return [row for row in self.rows if row.precision in precisions and row.runs]
@@ -68,7 +67,7 @@ class Evidence:
     def compute_bound(self, row: SummaryRow, t: Thresholds) -> bool:
         """A matmul-heavy kind, at a size where its fp32 step is not dominated by launches."""
         step = self.fp32_step_ms(row.setup)
-        return self.kinds.get(row.setup) in MATMUL_HEAVY and step is not None and step >= t.launch_bound_step_ms
+        return row.setup in self.matmul_heavy and step is not None and step >= t.launch_bound_step_ms
 
     def launch_bound(self, row: SummaryRow, t: Thresholds) -> bool:
         step = self.fp32_step_ms(row.setup)

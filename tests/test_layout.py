@@ -1,0 +1,91 @@
+"""The package's shape, as its docstrings state it: what says it needs no torch imports without it,
+and no module imports itself back through another."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGE = REPO / "amp_suite"
+TORCH_FREE = re.compile(r"No torch here|stays torch-free")  # how a module, or a package's __init__, says it
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, ast.Module]:
+    return {module_name(path): ast.parse(path.read_text()) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def torch_free_modules() -> list[str]:
+    """Every module whose docstring says it needs no torch, and every module of a package that says so."""
+    claims = [name for name, tree in modules().items() if TORCH_FREE.search(ast.get_docstring(tree) or "")]
+    packages = [name for name in claims if (REPO / name.replace(".", "/") / "__init__.py").exists()]
+    return sorted({name for name in modules() if name in claims or any(name.startswith(f"{p}.") for p in packages)})
+
+
+BLOCK_TORCH = """
+import importlib, sys
+class NoTorch:  # any `import torch` raises, as on a machine without it
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "torchvision", "transformers", "datasets"):
+            raise ImportError(f"{name} is blocked")
+sys.meta_path.insert(0, NoTorch())
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+"""
+
+
+def test_every_module_that_says_it_needs_no_torch_imports_with_torch_blocked():
+    names = torch_free_modules()
+    assert {"amp_suite.results", "amp_suite.summary", "amp_suite.report.render", "amp_suite.config.ddp"} <= set(names)
+    done = subprocess.run([sys.executable, "-c", BLOCK_TORCH, *names], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_torch_block_can_fail():
+    done = subprocess.run([sys.executable, "-c", BLOCK_TORCH, "amp_suite.pipeline"], capture_output=True, text=True)
+    assert done.returncode != 0 and "torch is blocked" in done.stderr
+
+
+def imports_at_load(tree: ast.Module) -> set[str]:
+    """The amp_suite modules a module imports when it loads (type-checking imports too; not the
+    ones deferred into functions)."""
+    found, pending = set(), list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        pending.extend(ast.iter_child_nodes(node))
+    return {target for target in found if target.startswith("amp_suite")}
+
+
+def test_no_module_imports_itself_back_through_another():
+    trees = modules()
+    graph = {name: {t for t in imports_at_load(tree) if t in trees and t != name} for name, tree in trees.items()}
+    cycles, state = [], {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(graph[name]):
+            if state.get(target) == "open":
+                cycles.append(" -> ".join([*path[path.index(target) :], target]))
+            elif target not in state:
+                visit(target, [*path, target])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, "\n".join(cycles)
