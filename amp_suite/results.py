@@ -124,7 +124,7 @@ class CellRecord(BaseModel):
     )
     dtype_audit: dict[str, Any] | None = Field(None, description="per-op dtypes of one step (diagnostics.dtype_audit)")
     diagnostics_batch_size: int | None = Field(
-        None, description="the micro-batch the step diagnostics ran on (underflow, dtype audit, FLOPs; cell.py)"
+        None, description="the micro-batch the step diagnostics ran on (underflow, dtype audit, FLOPs; pipeline.py)"
     )
     data_source: str | None = None
     data_fingerprint: str | None = None
