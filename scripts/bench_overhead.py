@@ -312,9 +312,9 @@ def bare_loop(matrix_path: Path, precisions: list[str], device_name: str, gated:
     from amp_suite.data import batch_order
     from amp_suite.workloads import build_workload
 
-    device = torch.device(device_name)
+    device, matrix = torch.device(device_name), load_matrix(matrix_path)
     for precision in precisions:
-        spec = load_matrix(matrix_path).select(None, [precision]).cells(device_name, force=True)[0]
+        spec = matrix.select(None, [precision]).cells(device_name, force=True)[0]
         workload = build_workload(spec.workload)
         data = workload.load_data().train
         torch.manual_seed(spec.seed)

@@ -26,9 +26,10 @@ def modules() -> dict[str, ast.Module]:
 
 def torch_free_modules() -> list[str]:
     """Every module whose docstring says it needs no torch, and every module of a package that says so."""
-    claims = [name for name, tree in modules().items() if TORCH_FREE.search(ast.get_docstring(tree) or "")]
+    trees = modules()
+    claims = [name for name, tree in trees.items() if TORCH_FREE.search(ast.get_docstring(tree) or "")]
     packages = [name for name in claims if (REPO / name.replace(".", "/") / "__init__.py").exists()]
-    return sorted({name for name in modules() if name in claims or any(name.startswith(f"{p}.") for p in packages)})
+    return sorted({name for name in trees if name in claims or any(name.startswith(f"{p}.") for p in packages)})
 
 
 BLOCK_TORCH = """
