@@ -23,7 +23,7 @@ shared VM. Both sides then time the steps as the suite does, on CUDA events from
 start to the last step's end.
 
 Per mode: the median per-pair speed ratio suite/bare (below 1: the suite's steps are slower),
-its range, and the paired ratio of mean speeds with its 95% interval (amp_suite.summary, as the
+its range, and the paired ratio of mean speeds with its 95% interval (amp_suite.analysis.summary, as the
 suite reads a speedup from its seeds).
 Then each side's own bf16/fp32 and fp16/fp32 speedups: the verdict the suite prints against the
 one the bare loop would give. Exits 1 when any mode's median ratio, in CPU time or wall time, is
@@ -56,7 +56,7 @@ from pathlib import Path
 
 import yaml
 
-from amp_suite.summary import paired_ratio, ratio_interval
+from amp_suite.analysis.summary import paired_ratio, ratio_interval
 
 SMOKE = Path(__file__).resolve().parent.parent / "experiments" / "smoke.yaml"
 POLL_S = 0.02  # how often the driver looks for a side's timed steps to begin (they end at a slice's end)

@@ -185,7 +185,7 @@ def check_ddp_mfu(found: list[dict], gpus: int | None) -> Check:
 
 
 def check_energy(found: list[dict]) -> Check:
-    """NVML's energy counter needs timed steps of at least a second (amp_suite.gpu_state)."""
+    """NVML's energy counter needs timed steps of at least a second (amp_suite.instruments.gpu_state)."""
     what = "energy (NVML) recorded for every ok cell"
     ok = [r for r in found if r["status"] == "ok"]
     if not ok:

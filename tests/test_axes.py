@@ -11,12 +11,12 @@ import yaml
 from conftest import amp_suite, read_records, tiny_matrix
 from pydantic import ValidationError
 
-from amp_suite import compilation
-from amp_suite.cell import run_cell
+from amp_suite.analysis.summary import summarize
+from amp_suite.cell import compilation
+from amp_suite.cell.pipeline import prepare
+from amp_suite.cell.run import run_cell
 from amp_suite.config import Matrix
-from amp_suite.pipeline import prepare
-from amp_suite.results import CellRecord, StoredRecord
-from amp_suite.summary import summarize
+from amp_suite.records.results import CellRecord, StoredRecord
 
 MLP = tiny_matrix()["workloads"][0]
 RESNET = {

@@ -7,9 +7,9 @@ import pytest
 import yaml
 from conftest import amp_suite, read_records, tiny_matrix
 
-from amp_suite.batch_search import PROBE_STEPS, PROBE_WARMUP, search_batch
 from amp_suite.config import Matrix
-from amp_suite.results import CellRecord
+from amp_suite.execution.batch_search import PROBE_STEPS, PROBE_WARMUP, search_batch
+from amp_suite.records.results import CellRecord
 
 MLP = {"workload": "mlp", "in_features": 16, "hidden": 32, "depth": 2, "batch_sizes": ["auto"], "samples": 256}
 
@@ -95,15 +95,15 @@ def test_auto_is_skipped_with_the_reason_on_a_cpu(tmp_path):
 SIMULATED_DEVICE = """
 import os
 import torch
-import amp_suite.batch_search
-import amp_suite.cell
-import amp_suite.loop
-from amp_suite.hardware import cpu_caps
+import amp_suite.execution.batch_search
+import amp_suite.cell.run
+import amp_suite.cell.loop
+from amp_suite.hardware.capability import cpu_caps
 
 LARGEST = {"fp32": 40, "bf16": 90}
-amp_suite.batch_search.unsupported_reason = lambda device: None
-amp_suite.cell.probe = lambda device: cpu_caps("simulated device", frozenset({"avx512_bf16"}))  # bf16 runs
-real_step = amp_suite.loop.Trainer.step
+amp_suite.execution.batch_search.unsupported_reason = lambda device: None
+amp_suite.cell.run.probe = lambda device: cpu_caps("simulated device", frozenset({"avx512_bf16"}))  # bf16 runs
+real_step = amp_suite.cell.loop.Trainer.step
 
 
 def step(self, inputs, targets):
@@ -114,7 +114,7 @@ def step(self, inputs, targets):
     return real_step(self, inputs, targets)
 
 
-amp_suite.loop.Trainer.step = step
+amp_suite.cell.loop.Trainer.step = step
 """
 
 
@@ -161,9 +161,9 @@ def run_auto(tmp_path, hook: str, precisions: list[str], workload: dict, env: di
 
 # The search believes this device reports running out of memory (as CUDA does); nothing runs out.
 REPORTS_OOM = """
-import amp_suite.batch_search
+import amp_suite.execution.batch_search
 
-amp_suite.batch_search.unsupported_reason = lambda device: None
+amp_suite.execution.batch_search.unsupported_reason = lambda device: None
 """
 
 
@@ -199,13 +199,13 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-import amp_suite.batch_search
-import amp_suite.cell
-from amp_suite.hardware import cpu_caps
+import amp_suite.execution.batch_search
+import amp_suite.cell.run
+from amp_suite.hardware.capability import cpu_caps
 
 BUDGET = int(os.environ["DEVICE_BYTES"])
-amp_suite.batch_search.unsupported_reason = lambda device: None
-amp_suite.cell.probe = lambda device: cpu_caps("simulated device", frozenset({"avx512_bf16"}))
+amp_suite.execution.batch_search.unsupported_reason = lambda device: None
+amp_suite.cell.run.probe = lambda device: cpu_caps("simulated device", frozenset({"avx512_bf16"}))
 
 
 class DeviceMemory(TorchDispatchMode):
@@ -231,7 +231,7 @@ class DeviceMemory(TorchDispatchMode):
         return out
 
 
-real_measure = amp_suite.cell.measure
+real_measure = amp_suite.cell.run.measure
 
 
 def measure(spec, device, progress):
@@ -239,7 +239,7 @@ def measure(spec, device, progress):
         return real_measure(spec, device, progress)
 
 
-amp_suite.cell.measure = measure
+amp_suite.cell.run.measure = measure
 """
 # 4 inputs, 32 hidden: weights are small, so activations fill the budget at these batches.
 NARROW = {**MLP, "in_features": 4, "samples": 512, "data": {"source": "synthetic", "val_samples": 64}}

@@ -6,16 +6,16 @@ import pytest
 import torch
 from conftest import tiny_matrix
 
-from amp_suite import cell as cell_module
-from amp_suite import pipeline
-from amp_suite.cell import run_cell
+from amp_suite.cell import pipeline
+from amp_suite.cell import run as cell_module
+from amp_suite.cell.loop import Trainer
+from amp_suite.cell.pipeline import prepare, step_diagnostics
+from amp_suite.cell.run import run_cell
 from amp_suite.config import Matrix
-from amp_suite.diagnostics.flops import count_step_flops
-from amp_suite.diagnostics.underflow import grad_underflow_fraction
-from amp_suite.hardware import cpu_caps
-from amp_suite.loop import Trainer
-from amp_suite.measure import PeakMemory
-from amp_suite.pipeline import prepare, step_diagnostics
+from amp_suite.hardware.capability import cpu_caps
+from amp_suite.instruments.diagnostics.flops import count_step_flops
+from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
+from amp_suite.instruments.timers import PeakMemory
 
 CELLS = {c.precision: c for c in Matrix.model_validate(tiny_matrix(steps=6)).cells("cpu")}
 BF16_CPU = cpu_caps("test cpu", frozenset({"avx512_bf16"}))
@@ -188,7 +188,7 @@ def test_a_policy_converts_the_model_before_the_optimizer_sees_it(bf16_cpu, monk
     trained, evaluated and stepped by the optimizer, in a whole cell."""
     import copy
 
-    from amp_suite.precision import PrecisionPolicy
+    from amp_suite.cell.precision import PrecisionPolicy
 
     converted = []
 

@@ -52,7 +52,7 @@ def test_every_cell_is_recorded_and_mirrored_as_a_nested_run(tiny_run):
         "final_loss",
         "loss_scale",
         "skipped_steps",
-        "mlflow_run_id",
+        "tracker_run_id",
         "config",
         "environment",
     ):
@@ -62,8 +62,8 @@ def test_every_cell_is_recorded_and_mirrored_as_a_nested_run(tiny_run):
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     by_id = {c.info.run_id: c for c in children}
-    assert set(by_id) == {r["mlflow_run_id"] for r in records}
-    fp32 = by_id[records[0]["mlflow_run_id"]]
+    assert set(by_id) == {r["tracker_run_id"] for r in records}
+    fp32 = by_id[records[0]["tracker_run_id"]]
     assert fp32.data.metrics["throughput"] == pytest.approx(records[0]["throughput"])
     assert fp32.data.params["workload.hidden"] == "32" and fp32.data.tags["env.torch"]
     assert "fp32" in done.stdout and "vs fp32" in done.stdout  # the summary table
@@ -75,7 +75,7 @@ def test_loss_series_is_logged_per_step(tiny_run):
     root, _, _ = tiny_run
     record = read_records(root / "out")[0]
     client = MlflowClient(tracking_uri=f"sqlite:///{root / 'out' / 'mlflow.db'}")
-    history = client.get_metric_history(record["mlflow_run_id"], "train_loss")
+    history = client.get_metric_history(record["tracker_run_id"], "train_loss")
     assert [m.step for m in history] == [2, 3, 4, 5]
     assert [m.value for m in history] == pytest.approx(record["loss_curve"])
 
@@ -204,7 +204,7 @@ def test_a_moved_run_folder_still_lists_its_artifacts_in_the_ui(tiny_run, tmp_pa
     root, _, _ = tiny_run
     shutil.copytree(root / "out", tmp_path / "first-place")
     moved = shutil.move(tmp_path / "first-place", tmp_path / "gathered")  # the old path is gone
-    child = read_records(Path(moved))[0]["mlflow_run_id"]
+    child = read_records(Path(moved))[0]["tracker_run_id"]
     port = free_port()
     ui = start_amp_suite("ui", "--out", str(moved), "--port", str(port), cwd=tmp_path)
     try:

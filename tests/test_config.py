@@ -221,14 +221,14 @@ def test_selecting_drops_expectations_on_what_is_not_run():
 
 def test_each_axis_has_one_registry_that_the_rest_derive_from():
     """Adding a workload is one config class listed in WORKLOAD_CONFIGS plus its module; adding a
-    precision is one entry in PRECISION_MATH plus its policy (checked when amp_suite.precision loads)."""
+    precision is one entry in config.precisions.MODES plus its policy (checked when amp_suite.cell.precision loads)."""
     import importlib
 
-    from amp_suite.config.base import PRECISION_MATH, PRECISIONS
+    from amp_suite.cell.precision import POLICIES
+    from amp_suite.config.precisions import MODES, PRECISIONS
     from amp_suite.config.workloads import WORKLOAD_CONFIGS
-    from amp_suite.precision import POLICIES
 
     for config in WORKLOAD_CONFIGS:
         assert importlib.import_module(config.module).WORKLOAD  # the module it names trains it
         assert config.data_sources and config.throughput_unit
-    assert set(POLICIES) == set(PRECISIONS) == set(PRECISION_MATH)
+    assert set(POLICIES) == set(PRECISIONS) == {mode.name for mode in MODES}

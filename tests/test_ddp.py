@@ -13,16 +13,16 @@ import pytest
 import yaml
 from conftest import amp_suite, process_alive, read_records, start_amp_suite, tiny_matrix, wait_for
 
-from amp_suite import cell as cell_module
-from amp_suite.capability import cuda_caps
-from amp_suite.cell import run_cell
+from amp_suite.analysis.summary import summarize
+from amp_suite.cell import run as cell_module
+from amp_suite.cell.ddp import launch
+from amp_suite.cell.run import run_cell
 from amp_suite.config import ConfigError, Matrix
-from amp_suite.ddp import launch
-from amp_suite.machine import Machine
-from amp_suite.peaks import peak_tflops
+from amp_suite.hardware.capability import cuda_caps
+from amp_suite.hardware.machine import Machine
+from amp_suite.hardware.peaks import peak_tflops
+from amp_suite.records.results import CellRecord
 from amp_suite.report.claims import THRESHOLDS, Evidence, ddp_communication_bound
-from amp_suite.results import CellRecord
-from amp_suite.summary import summarize
 
 MLP = {"workload": "mlp", "in_features": 16, "hidden": 32, "depth": 2, "batch_sizes": [8], "samples": 256,
        "data": {"source": "synthetic", "val_samples": 64}, "force": ["bf16"]}  # fmt: skip  (bf16 on any CPU: conftest)
@@ -198,8 +198,8 @@ def test_a_ddp_cells_mfu_is_a_fraction_of_every_ranks_peak(monkeypatch):
 RANK_OOM = """
 import os
 import torch
-import amp_suite.loop
-import amp_suite.measure
+import amp_suite.cell.loop
+import amp_suite.instruments.timers
 
 
 def step(self, inputs, targets):
@@ -212,8 +212,8 @@ def memory_at_oom(device, error=None):
             "peak_memory_kind": "cuda_max_allocated_until_oom", "device_memory_mb": 81559.0}
 
 
-amp_suite.loop.Trainer.step = step
-amp_suite.measure.memory_at_oom = memory_at_oom
+amp_suite.cell.loop.Trainer.step = step
+amp_suite.instruments.timers.memory_at_oom = memory_at_oom
 """
 
 
@@ -247,7 +247,7 @@ def _ranks_of(pid: int) -> dict[int, int]:
         found |= frontier
     for child in found:
         try:
-            if b"amp_suite.ddp.rank" in Path(f"/proc/{child}/cmdline").read_bytes():
+            if b"amp_suite.cell.ddp.rank" in Path(f"/proc/{child}/cmdline").read_bytes():
                 env = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
                 ranks[int(next(v for v in env if v.startswith(b"RANK="))[5:])] = child
         except (OSError, StopIteration, ValueError):

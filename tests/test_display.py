@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from amp_suite.display import RichDisplay
+from amp_suite.cli.display import RichDisplay
 
 
 def test_progress_renders_only_where_it_is_seen_and_at_most_once_a_second():

@@ -6,8 +6,9 @@ import pytest
 from typer.testing import CliRunner
 
 from amp_suite.cli import app
-from amp_suite.doctor import recommend
-from amp_suite.hardware import CPU_BF16_FLAGS, CPU_FP16_FLAGS, _cpuinfo, cpu_caps, cuda_caps
+from amp_suite.hardware.capability import CPU_BF16_FLAGS, CPU_FP16_FLAGS, cpu_caps, cuda_caps
+from amp_suite.hardware.doctor import recommend
+from amp_suite.hardware.probe import _cpuinfo
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from amp_suite.cell.precision import BF16
 from amp_suite.cli import app
-from amp_suite.diagnostics.dtype_audit import audit_step
-from amp_suite.precision import BF16
+from amp_suite.instruments.diagnostics.dtype_audit import audit_step
 
 
 def _inspect(workload: str, precision: str) -> dict:

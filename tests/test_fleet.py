@@ -19,8 +19,8 @@ import pytest
 import yaml
 from conftest import amp_suite, embedded, free_port, read_records, runs_in, start_amp_suite, tiny_matrix, wait_for
 
-from amp_suite import fleet
 from amp_suite.config import Matrix
+from amp_suite.execution import fleet
 
 pytest.importorskip("ray")
 

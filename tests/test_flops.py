@@ -4,10 +4,10 @@ import pytest
 import torch
 from conftest import tiny_matrix
 
+from amp_suite.cell.pipeline import prepare
 from amp_suite.config import Matrix
-from amp_suite.diagnostics.flops import count_step_flops
-from amp_suite.peaks import peak_tflops, utilisation
-from amp_suite.pipeline import prepare
+from amp_suite.hardware.peaks import peak_tflops, utilisation
+from amp_suite.instruments.diagnostics.flops import count_step_flops
 
 MLP = {"workload": "mlp", "in_features": 64, "hidden": 256, "depth": 3, "num_classes": 10,
        "batch_sizes": [32], "samples": 64, "data": {"source": "synthetic", "val_samples": 32}}  # fmt: skip
@@ -40,7 +40,7 @@ def test_mfu_only_where_a_peak_is_published():
 def test_every_peak_names_its_source_and_longer_names_are_matched_first():
     import yaml
 
-    from amp_suite.peaks import PEAKS_FILE
+    from amp_suite.hardware.peaks import PEAKS_FILE
 
     entries = yaml.safe_load(PEAKS_FILE.read_text())["gpus"]
     with_peaks = [entry for entry in entries if any(entry["peak_tflops"].values())]  # the rest guard names only
@@ -93,7 +93,7 @@ def test_each_reported_device_name_gets_its_own_peak_or_none(device_name, precis
 def test_no_entry_is_shadowed_by_an_earlier_match():
     # Each entry's own match string, looked up as a device name, must land on that entry: an
     # earlier, shorter match that is a substring of it would silently claim its devices.
-    from amp_suite.peaks import _table
+    from amp_suite.hardware.peaks import _table
 
     table = _table()
     for index, (match, peaks) in enumerate(table):

@@ -6,9 +6,9 @@ import pytest
 import torch
 from conftest import tiny_matrix
 
-from amp_suite.cell import run_cell
+from amp_suite.cell.run import run_cell
 from amp_suite.config import Matrix
-from amp_suite.doctor import diagnose
+from amp_suite.hardware.doctor import diagnose
 
 pytestmark = pytest.mark.gpu
 
@@ -73,9 +73,9 @@ def test_nvml_reads_energy_clocks_and_temperature_over_the_timed_steps(gpu):
 # forkserver never touches CUDA), so a real CUDA out-of-memory error comes at a small batch.
 CAPPED_ALLOCATOR = """
 import torch
-import amp_suite.cell
+import amp_suite.cell.run
 
-real_prepare = amp_suite.cell.prepare
+real_prepare = amp_suite.cell.run.prepare
 
 
 def prepare(spec, device):
@@ -83,7 +83,7 @@ def prepare(spec, device):
     return real_prepare(spec, device)
 
 
-amp_suite.cell.prepare = prepare
+amp_suite.cell.run.prepare = prepare
 """
 
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from amp_suite import gpu_state, nvml
-from amp_suite.gpu_state import FIELDS, GpuState
+from amp_suite.instruments import gpu_state, nvml
+from amp_suite.instruments.gpu_state import FIELDS, GpuState
 
 CUDA = torch.device("cuda", 0)
 SW_THERMAL, GPU_IDLE = 0x20, 0x1

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from amp_suite.hardware import cpu_caps, cuda_caps
+from amp_suite.hardware.capability import cpu_caps, cuda_caps
 
 
 @pytest.mark.parametrize(

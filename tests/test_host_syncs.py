@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from amp_suite.diagnostics.host_syncs import count_host_syncs
+from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
 
 CPU = torch.device("cpu")
 

@@ -140,7 +140,7 @@ def test_resume_and_sync_in_a_copied_folder_write_into_the_copy_only(finished, t
     assert done.returncode == 0, done.stdout + done.stderr
     bf16 = next(r for r in read_records(copy) if r["precision"] == "bf16")
     assert (copy / "mlartifacts").is_dir() and any((copy / "mlartifacts").rglob("record.json"))
-    assert bf16["mlflow_run_id"] in {p.name for p in (copy / "mlartifacts").rglob("*") if p.is_dir()}
+    assert bf16["tracker_run_id"] in {p.name for p in (copy / "mlartifacts").rglob("*") if p.is_dir()}
 
     again = _copy(finished, tmp_path, "second-copy")  # a record the copy's store has not seen: sync adds it
     extra = {**read_records(again)[0], "record_id": "added-by-hand", "started_at": "2026-12-01T00:00:00+00:00"}

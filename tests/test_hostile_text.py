@@ -51,7 +51,7 @@ def first_run(tmp_path_factory):
 
 def test_a_reason_quoting_markup_is_printed_and_the_matrix_goes_on(first_run):
     _, out, done = first_run
-    assert_inert(done, 3)  # a cell failed (amp_suite.outcome.ExitCode.CELLS_FAILED)
+    assert_inert(done, 3)  # a cell failed (amp_suite.analysis.outcome.ExitCode.CELLS_FAILED)
     records = read_records(out)
     assert [(r["workload"], r["status"]) for r in records] == [("transformer", "failed"), ("mlp", "ok")]
     assert "missing[/] [bold]b" in records[0]["reason"]

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from amp_suite.measure import (
+from amp_suite.instruments.timers import (
     CpuStepTimer,
     CudaStepTimer,
     HostCpuTime,
@@ -57,7 +57,7 @@ def test_host_cpu_time_counts_work_not_waiting_and_logs_its_bounds(capsys):
 
 PEAK_PROBE = """
 import torch
-from amp_suite.measure import PeakMemory
+from amp_suite.instruments.timers import PeakMemory
 with PeakMemory(torch.device("cpu")) as small:
     torch.ones(1)
 with PeakMemory(torch.device("cpu")) as large:
@@ -91,7 +91,7 @@ def test_cuda_timer_and_memory(gpu):
 
 
 def test_throughput_spread_across_windows_flags_a_noisy_cell():
-    from amp_suite.measure import Spread
+    from amp_suite.instruments.timers import Spread
 
     steady = Spread.of([10.0] * 50, batch_size=32)
     assert len(steady.windows) == 5 and steady.windows[0] == pytest.approx(3200.0)

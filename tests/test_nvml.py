@@ -8,8 +8,9 @@ import pynvml
 import pytest
 import torch
 
-from amp_suite import doctor, nvml
-from amp_suite.nvml import SLOWDOWNS, NvmlDevice, decode_reasons, reason_names
+from amp_suite.hardware import doctor
+from amp_suite.instruments import nvml
+from amp_suite.instruments.nvml import SLOWDOWNS, NvmlDevice, decode_reasons, reason_names
 
 DOCUMENTED = pynvml.nvmlClocksEventReasonAll | pynvml.nvmlClocksThrottleReasonAll
 

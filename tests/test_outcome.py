@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from conftest import tiny_matrix
 
+from amp_suite.analysis.outcome import ExitCode, judge
+from amp_suite.analysis.summary import summarize
 from amp_suite.config import Matrix
-from amp_suite.outcome import ExitCode, judge
-from amp_suite.results import CellRecord
-from amp_suite.summary import summarize
+from amp_suite.records.results import CellRecord
 
 MATRIX = Matrix.model_validate(tiny_matrix(repeats=2, precisions=["fp32", "fp16", "bf16"]))
 

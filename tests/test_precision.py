@@ -5,8 +5,7 @@ from unittest import mock
 import pytest
 import torch
 
-from amp_suite.hardware import cpu_caps, cuda_caps
-from amp_suite.precision import (
+from amp_suite.cell.precision import (
     BF16,
     FP16,
     POLICIES,
@@ -16,6 +15,7 @@ from amp_suite.precision import (
     make_policy,
     observed_matmul_dtype,
 )
+from amp_suite.hardware.capability import cpu_caps, cuda_caps
 
 AMPERE, VOLTA, PASCAL = cuda_caps("A100", (8, 0)), cuda_caps("V100", (7, 0)), cuda_caps("P100", (6, 0))
 PLAIN_CPU = cpu_caps("cpu", frozenset({"avx2"}))

@@ -73,9 +73,9 @@ def test_a_cell_that_fails_exits_3_and_the_next_cell_still_runs(tmp_path):
 # GPU would, on a machine that has none.
 SIMULATED_OOM = """
 import torch
-import amp_suite.loop
+import amp_suite.cell.loop
 
-real_step = amp_suite.loop.Trainer.step
+real_step = amp_suite.cell.loop.Trainer.step
 
 
 def step(self, inputs, targets):
@@ -84,7 +84,7 @@ def step(self, inputs, targets):
     return real_step(self, inputs, targets)
 
 
-amp_suite.loop.Trainer.step = step
+amp_suite.cell.loop.Trainer.step = step
 """
 
 

@@ -11,10 +11,10 @@ import itertools
 import pytest
 
 from amp_suite.config import Matrix, ParityConfig
-from amp_suite.machine import Machine
+from amp_suite.hardware.machine import Machine
+from amp_suite.records.results import CellRecord
 from amp_suite.report import build_report, load_references
 from amp_suite.report.references import Reference
-from amp_suite.results import CellRecord
 
 A100 = Machine(
     device_type="cuda", device_name="NVIDIA A100-SXM4-80GB", compute_capability="8.0", driver="550.54",

@@ -6,13 +6,13 @@ import math
 import os
 
 import pytest
-from conftest import tiny_matrix
+from conftest import REPO, amp_suite, tiny_matrix
 from pydantic import ValidationError
 
-from amp_suite import jsonl
 from amp_suite.config import Matrix
-from amp_suite.jsonl import LineWriteError
-from amp_suite.results import CellRecord, ResultsFile
+from amp_suite.records import jsonl
+from amp_suite.records.jsonl import LineWriteError
+from amp_suite.records.results import CellRecord, ResultsFile
 
 
 def _record(precision="fp32", **fields):
@@ -136,3 +136,26 @@ def test_a_write_that_fails_part_way_leaves_the_file_as_it_was(tmp_path, monkeyp
     assert path.read_bytes() == before
     results.append(_record("bf16"))  # once there is room, appends go on from a clean line end
     assert [r.precision for r in results.read()[0]] == ["fp32", "bf16"]
+
+
+TODAYS_LINES = REPO / "tests" / "fixtures" / "results-2026-12-01.jsonl"  # amp-suite 0.1.0 at 81a76bb, smoke.yaml
+
+
+def test_records_written_by_an_earlier_version_still_read_and_report(tmp_path):
+    """Lines as the suite wrote them on 2026-12-01 (when a record named its MLflow run
+    `mlflow_run_id`): every one reads, keeps its figures, and `amp-suite report` builds from them."""
+    written = [json.loads(line) for line in TODAYS_LINES.read_text().splitlines()]
+    records, unreadable = ResultsFile(TODAYS_LINES).read()
+    assert unreadable == 0 and len(records) == len(written) == 6
+    for record, line in zip(records, written, strict=True):
+        assert record.tracker_run_id == line["mlflow_run_id"] and "mlflow_run_id" not in record.model_dump()
+        kept = (record.cell_id, record.status, record.throughput)
+        assert kept == (line["cell_id"], line["status"], line["throughput"])
+    folder = tmp_path / "old-run"
+    folder.mkdir()
+    (folder / "results.jsonl").write_text(TODAYS_LINES.read_text())
+    done = amp_suite("report", str(folder), "--out", str(tmp_path / "report"), "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((tmp_path / "report" / "report.json").read_text())["rows"]
+    fp16 = next(r for r in rows if r["precision"] == "fp16" and r["variant"] == "eager")
+    assert fp16["status"] == "ok" and 0 < fp16["speedup"] < 1  # emulated fp16 on this CPU, against fp32

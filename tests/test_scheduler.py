@@ -14,10 +14,10 @@ import yaml
 from conftest import amp_suite, tiny_matrix
 
 from amp_suite.config import ConfigError, Matrix
-from amp_suite.executors import OnThisBox
-from amp_suite.rundir import RunDirectory
-from amp_suite.runner import MatrixRunner
-from amp_suite.scheduler import DevicePool, GpuSelection, cuda_visible, threads_per_cell
+from amp_suite.execution.executors import OnThisBox
+from amp_suite.execution.runner import MatrixRunner
+from amp_suite.execution.scheduler import DevicePool, GpuSelection, cuda_visible, threads_per_cell
+from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking import FailSafeTracker
 from amp_suite.tracking.mlflow_store import MlflowStore
 from amp_suite.tracking.mlflow_tracker import MlflowTracker

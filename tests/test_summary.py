@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 from conftest import tiny_matrix
 
+from amp_suite.analysis.summary import parity, summarize
 from amp_suite.config import Matrix, ParityConfig
-from amp_suite.results import CellRecord
-from amp_suite.summary import parity, summarize
+from amp_suite.records.results import CellRecord
 
 CELLS = Matrix.model_validate(tiny_matrix(repeats=2)).cells("cpu")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from conftest import tiny_matrix
 
 from amp_suite.config import Matrix
-from amp_suite.invocations import InvocationStarted
-from amp_suite.results import CellRecord
-from amp_suite.rundir import RunDirectory
+from amp_suite.records.invocations import InvocationStarted
+from amp_suite.records.results import CellRecord
+from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking.mlflow_store import MlflowStore
 from amp_suite.tracking.sync import SyncReport, sync_run_dir
 

@@ -29,9 +29,9 @@ def test_matrix_logs_every_cell_as_a_nested_run_over_http(mlflow_server, tmp_pat
     children = {r.info.run_id: r for r in children}
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
     records = read_records(out)
-    assert {r["mlflow_run_id"] for r in records} == set(children)
+    assert {r["tracker_run_id"] for r in records} == set(children)
     for record in records:
-        child = children[record["mlflow_run_id"]]
+        child = children[record["tracker_run_id"]]
         assert child.data.tags["mlflow.parentRunId"] == parent[0].info.run_id
         assert child.data.tags["amp_suite.record_id"] == record["record_id"]
         assert child.data.tags["amp_suite.complete"] == "true"

@@ -6,7 +6,7 @@ import signal
 from conftest import tiny_matrix
 
 from amp_suite.config import Matrix
-from amp_suite.worker import cell_context, run_isolated
+from amp_suite.execution.worker import cell_context, run_isolated
 
 SPEC = next(c for c in Matrix.model_validate(tiny_matrix()).cells("cpu") if c.precision == "fp32")
 

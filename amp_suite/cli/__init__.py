@@ -1,6 +1,6 @@
 """Command line: the only package that reads argv and the environment.
 
-Exit codes (amp_suite.outcome.ExitCode): 0 as expected, 2 bad input (nothing ran), 3 a cell
+Exit codes (amp_suite.analysis.outcome.ExitCode): 0 as expected, 2 bad input (nothing ran), 3 a cell
 failed, 4 an unexpected verdict, 5 a record could not be written, 128+N stopped by signal N.
 Each command lives in its own module; importing the module registers it on `app`.
 """

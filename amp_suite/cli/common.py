@@ -12,8 +12,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from amp_suite.analysis.outcome import ExitCode
 from amp_suite.config import ConfigError
-from amp_suite.outcome import ExitCode
 from amp_suite.text import printable
 from amp_suite.tracking.uri import mask_credentials
 

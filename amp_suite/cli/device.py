@@ -30,7 +30,7 @@ def doctor(
 
     import torch
 
-    from amp_suite.doctor import diagnose
+    from amp_suite.hardware.doctor import diagnose
 
     try:
         resolved = resolve_device(device)
@@ -60,10 +60,10 @@ def inspect(
     """Run one training step and show, per aten op, the dtypes autocast actually used."""
     import json
 
-    from amp_suite.batch_search import START as SMALL_BATCH
-    from amp_suite.cell import audit_cell
+    from amp_suite.cell.run import audit_cell
+    from amp_suite.cli.display import print_audit
     from amp_suite.config import CellSpec
-    from amp_suite.display import print_audit
+    from amp_suite.execution.batch_search import START as SMALL_BATCH
 
     try:
         resolved = resolve_device(device)

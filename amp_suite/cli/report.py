@@ -9,11 +9,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from amp_suite.analysis.outcome import ExitCode
 from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, fail, say, split_names, warn
 from amp_suite.config import ConfigError
-from amp_suite.outcome import ExitCode
 from amp_suite.paths import is_folder, shown
-from amp_suite.rundir import RunDirectory
+from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking.uri import check_tracking_uri
 
 

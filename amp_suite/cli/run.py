@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from amp_suite.analysis.outcome import ExitCode
 from amp_suite.cli.common import (
     MLFLOW_HTTP_DEFAULTS,
     DeviceChoice,
@@ -26,10 +27,9 @@ from amp_suite.cli.common import (
     split_names,
 )
 from amp_suite.config import ConfigError, Matrix, load_matrix, read_matrix_text
-from amp_suite.executors import Executor, OnThisBox
-from amp_suite.outcome import ExitCode
-from amp_suite.rundir import RunDirectory
-from amp_suite.scheduler import GpuSelection
+from amp_suite.execution.executors import Executor, OnThisBox
+from amp_suite.execution.scheduler import GpuSelection
+from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking.uri import check_server_answers, check_tracking_store, embedded_store_uri, mask_credentials
 
 IMAGE_PREFIX = "AMP_SUITE_IMAGE_"  # set by the container image: its base, CUDA line, torch index
@@ -127,8 +127,8 @@ def _fleet_device(choice: DeviceChoice) -> str:
 
 
 def _fleet(address: str):
-    from amp_suite.executors import OnFleet
-    from amp_suite.fleet import Fleet
+    from amp_suite.execution.executors import OnFleet
+    from amp_suite.execution.fleet import Fleet
 
     fleet = Fleet(address)
     fleet.connect()
@@ -162,24 +162,23 @@ def deployment_environment() -> dict[str, object]:
 def _run_matrix(
     matrix: Matrix, cells, text: str, out: Path, tracking_uri, experiment: str, resume: bool, executor: Executor
 ) -> None:
-    from amp_suite.display import RichDisplay, print_outcome, print_summary
-    from amp_suite.jsonl import LineWriteError
-    from amp_suite.runner import MatrixRunner
+    from amp_suite.cli.display import RichDisplay, print_outcome, print_summary
+    from amp_suite.execution.runner import MatrixRunner
+    from amp_suite.records.jsonl import LineWriteError
     from amp_suite.signals import signal_of, stop_on_signals
-    from amp_suite.tracking import FailSafeTracker, TrackingError
+    from amp_suite.tracking import FailSafeTracker, TrackingError, open_tracker
     from amp_suite.tracking.logs import route_store_logs
-    from amp_suite.tracking.mlflow_tracker import MlflowTracker
 
     directory = RunDirectory(out)
     uri = tracking_uri or embedded_store_uri(out)
     route_store_logs(None)  # until the folder is ours: a refused run leaves nothing behind
     catch_up = f"amp-suite sync {shlex.quote(str(out))}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
     try:
-        store = _open_store(tracking_uri, None) if tracking_uri else None  # run() found a server there
+        given = open_tracker(tracking_uri) if tracking_uri else None  # run() found a server there
         with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
             route_store_logs(out / "logs" / "tracking.log", tracking_uri)
-            store = store or _open_embedded_store(out)
-            tracker = FailSafeTracker(MlflowTracker(store), display.warn, mask_credentials(catch_up))
+            mirror = given or open_tracker(uri, run_folder=out)  # the folder's own store, once the folder is ours
+            tracker = FailSafeTracker(mirror, display.warn, mask_credentials(catch_up))
             runner = MatrixRunner(
                 matrix, cells, directory, tracker, display, resume, deployment_environment(), _reporter(out), executor
             )
@@ -229,24 +228,3 @@ def _reporter(out: Path):
         return out / "report"
 
     return write
-
-
-def _open_embedded_store(out: Path):
-    """The store in --out, its artifacts in --out/mlartifacts: where the folder is now, even if it
-    was copied or moved since (its experiments would still point at the old place)."""
-    from amp_suite.tracking.relocate import ARTIFACTS, relocate_artifacts
-
-    relocate_artifacts(out / "mlflow.db")
-    return _open_store(embedded_store_uri(out), out / ARTIFACTS)
-
-
-def _open_store(uri: str, artifact_root: Path | None):
-    """The MLflow client; some stores connect at once (a database driver may be missing)."""
-    from amp_suite.results import describe_error
-    from amp_suite.tracking import TrackingError
-    from amp_suite.tracking.mlflow_store import MlflowStore
-
-    try:
-        return MlflowStore(uri, artifact_root)
-    except Exception as exc:
-        raise TrackingError(describe_error(exc)) from exc

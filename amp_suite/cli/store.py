@@ -9,11 +9,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from amp_suite.analysis.outcome import ExitCode
 from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, errors, fail, say, warn
 from amp_suite.config import ConfigError
-from amp_suite.outcome import ExitCode
 from amp_suite.paths import check_path, is_file, shown
-from amp_suite.rundir import RunDirectory
+from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking.uri import check_tracking_store, embedded_store_uri
 
 
@@ -48,7 +48,7 @@ def sync(
 def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
     from contextlib import nullcontext
 
-    from amp_suite.results import describe_error
+    from amp_suite.records.results import describe_error
     from amp_suite.tracking.logs import route_store_logs
     from amp_suite.tracking.mlflow_store import MlflowStore
     from amp_suite.tracking.relocate import relocate_artifacts
@@ -150,7 +150,7 @@ def _ui_log(out: Path):
 def _relocate_artifacts(directory: RunDirectory) -> None:
     """A moved or gathered folder's store still points at the old artifact path: repoint it.
     A run in progress holds the folder, and its paths are current: nothing to do then."""
-    from amp_suite.rundir import OutDirBusy
+    from amp_suite.records.rundir import OutDirBusy
     from amp_suite.tracking.relocate import relocate_artifacts
 
     try:

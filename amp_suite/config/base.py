@@ -7,14 +7,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator
 from pydantic_core import PydanticCustomError
 
+from amp_suite.config.precisions import PRECISIONS
 from amp_suite.errors import ConfigError, shorten  # noqa: F401  (re-exported: the config layer raises them)
 
-# The precision modes, written once: each with the datasheet column its matmuls run at (for MFU).
-# amp_suite.precision holds a policy for each, and checks that it does. fp16-noscale (autocast
-# fp16 without GradScaler) is the negative control: it shows the parity check can fail when small
-# gradients flush to zero.
-PRECISION_MATH = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16", "fp16-noscale": "fp16"}
-PRECISIONS = tuple(PRECISION_MATH)
 Precision = Literal[PRECISIONS]  # type: ignore[valid-type]  # Literal unpacks the tuple
 
 # torch.compile as a matrix axis: "off" runs eager; the others are torch.compile's modes
@@ -54,7 +49,7 @@ MAX_SEED = 2**32 - 1
 NOISY_SPREAD = 0.10
 
 
-# A batch size, or "auto": the largest batch that fits, searched per precision (amp_suite.batch_search).
+# A batch size, or "auto": the largest batch that fits, searched per precision (amp_suite.execution.batch_search).
 AUTO_BATCH = "auto"
 
 

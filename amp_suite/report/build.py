@@ -1,7 +1,7 @@
 """Records in, the report's content out: machines, rows, references and claims. No torch here.
 
 Everything is recomputed from the records (and the reference data): nothing is read from a log
-line or a tracker. Machines are kept apart by their key (amp_suite.machine); rows of one machine
+line or a tracker. Machines are kept apart by their key (amp_suite.hardware.machine); rows of one machine
 pool its hosts and say how many.
 """
 
@@ -15,12 +15,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 import amp_suite
+from amp_suite.analysis.summary import BASELINE, BASELINES, SummaryRow, machine_key, setup_key, summarize
+from amp_suite.config.precisions import TF32_BASELINE
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
-from amp_suite.machine import Machine
+from amp_suite.hardware.machine import Machine
+from amp_suite.records.results import CellRecord, utc_now
 from amp_suite.report.claims import ClaimResult, Evidence, judge_claims, thresholds_dict
 from amp_suite.report.references import Reference, ReferenceResult, match_references
-from amp_suite.results import CellRecord, utc_now
-from amp_suite.summary import BASELINES, SummaryRow, machine_key, setup_key, summarize
 
 
 class MachineEntry(BaseModel):
@@ -104,7 +105,7 @@ class Report(BaseModel):
 def build_report(
     records: Sequence[CellRecord],
     references: Sequence[Reference],
-    baseline: str = "fp32",
+    baseline: str = BASELINE,
     sources: Sequence[str] = (),
     unreadable: int = 0,
 ) -> Report:
@@ -121,6 +122,7 @@ def build_report(
             rows=[row for row in summary if row.machine == key],
             records=[r for r in records if machine_key(r) == key],
             matmul_heavy=frozenset(s for (k, s), config in configs.items() if k == key and _matmul_heavy(config)),
+            matmul_heavy_workloads=tuple(name for name, known in WORKLOAD_CONFIG_BY_NAME.items() if known.matmul_heavy),
         )
         for key, machine in objects.items()
     }
@@ -144,8 +146,9 @@ def build_report(
 def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:
     """What a reader would otherwise have to guess from empty columns."""
     notes = []
-    if baseline == "tf32" and not any(r.precision == "tf32" and r.runs for r in summary):
-        notes.append("no tf32 run finished (tf32 needs compute capability 8.0+): every speedup against tf32 is empty")
+    if baseline != BASELINE and not any(r.precision == baseline and r.runs for r in summary):
+        needs = " (tf32 needs compute capability 8.0+)" if baseline == TF32_BASELINE else ""
+        notes.append(f"no {baseline} run finished{needs}: every speedup against {baseline} is empty")
     return notes
 
 

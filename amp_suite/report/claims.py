@@ -15,10 +15,18 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from amp_suite.capability import DeviceCaps, recommend
-from amp_suite.machine import Machine
-from amp_suite.results import CellRecord
-from amp_suite.summary import SummaryRow
+from amp_suite.analysis.summary import SummaryRow
+from amp_suite.config.precisions import (
+    AMP_MODES,
+    CONTROLS,
+    REFERENCE,
+    TF32_BASELINE,
+    UNSCALED_AMP_MODES,
+    scaled_counterpart,
+)
+from amp_suite.hardware.capability import DeviceCaps, recommend
+from amp_suite.hardware.machine import Machine
+from amp_suite.records.results import CellRecord
 
 
 @dataclass(frozen=True)
@@ -34,8 +42,8 @@ class Thresholds:
 
 
 THRESHOLDS = Thresholds()
-AMP_MODES = ("fp16", "bf16")
-RULE_MODES = ("fp32", "fp16", "bf16")  # what the capability rule chooses between
+RULE_MODES = (REFERENCE, *AMP_MODES)  # what the capability rule chooses between
+AMP_NAMES = "/".join(AMP_MODES)  # for the reasons a claim is not measured
 SOFTMAX_OPS = ("_softmax", "softmax", "_log_softmax", "log_softmax")
 ATTENTION_OPS = "_scaled_dot_product"  # fused attention: its softmax runs inside, out of the audit's sight
 ClaimVerdict = Literal["supported", "contradicted", "not measured here"]
@@ -57,12 +65,13 @@ class Evidence:
     rows: list[SummaryRow]
     records: list[CellRecord]
     matmul_heavy: frozenset[str]  # the setups whose workload declares itself matmul-heavy (config.workloads)
+    matmul_heavy_workloads: tuple[str, ...] = ()  # those workloads' names, for the reasons
 
     def ok(self, precisions: Sequence[str]) -> list[SummaryRow]:
         return [row for row in self.rows if row.precision in precisions and row.runs]
 
     def fp32_step_ms(self, setup: str) -> float | None:
-        return next((r.step_time_ms for r in self.rows if r.setup == setup and r.precision == "fp32"), None)
+        return next((r.step_time_ms for r in self.rows if r.setup == setup and r.precision == REFERENCE), None)
 
     def compute_bound(self, row: SummaryRow, t: Thresholds) -> bool:
         """A matmul-heavy kind, at a size where its fp32 step is not dominated by launches."""
@@ -95,12 +104,13 @@ def _listing(best: dict[str, tuple[SummaryRow, float]]) -> str:
 def tensor_core_speedup(e: Evidence, t: Thresholds) -> Verdict:
     if not e.machine.tensor_cores:
         return "not measured here", "this device has no tensor cores"
-    baseline = "tf32" if e.machine.tf32 else "fp32"  # what published figures divide by on this GPU
+    baseline = TF32_BASELINE if e.machine.tf32 else REFERENCE  # what published figures divide by on this GPU
     rows = [r for r in e.ok(AMP_MODES) if e.compute_bound(r, t)]
-    best = _best(rows, lambda r: r.speedup_vs_tf32 if baseline == "tf32" else r.speedup)
+    best = _best(rows, lambda r: r.speedup_against(baseline)[0])
     if not best:
+        kinds = ", ".join(e.matmul_heavy_workloads) or "none in these records"
         return "not measured here", (
-            f"no fp16/bf16 run with {baseline} of a matmul-heavy workload (resnet, transformer) whose fp32 step"
+            f"no {AMP_NAMES} run with {baseline} of a matmul-heavy workload ({kinds}) whose {REFERENCE} step"
             f" takes >= {t.launch_bound_step_ms:g} ms (smaller ones are launch-bound)"
         )
     outside = [value for _, value in best.values() if not t.tensor_core_low <= value <= t.tensor_core_high]
@@ -114,33 +124,39 @@ def launch_bound_little_gain(e: Evidence, t: Thresholds) -> Verdict:
         return "not measured here", "kernel-launch overhead is a GPU effect; this is a CPU"
     best = _best([r for r in e.ok(AMP_MODES) if e.launch_bound(r, t)], lambda r: r.speedup)
     if not best:
-        why = f"no fp16/bf16 run with fp32 of a workload whose fp32 step takes < {t.launch_bound_step_ms:g} ms"
+        short = f"{REFERENCE} step takes < {t.launch_bound_step_ms:g} ms"
+        why = f"no {AMP_NAMES} run with {REFERENCE} of a workload whose {short}"
         return "not measured here", why
     high = [value for _, value in best.values() if value > t.little_gain]
     verdict = "contradicted" if high else "supported"
-    where = "where the fp32 step is launch-bound"
-    return verdict, f"best AMP speedup over fp32 {where}: {_listing(best)} (claim: <= {t.little_gain}x)"
+    where = f"where the {REFERENCE} step is launch-bound"
+    return verdict, f"best AMP speedup over {REFERENCE} {where}: {_listing(best)} (claim: <= {t.little_gain}x)"
 
 
 def bf16_keeps_parity(e: Evidence, t: Thresholds) -> Verdict:
-    rows = [r for r in e.rows if r.precision == "bf16" and r.status != "skipped"]
+    """The AMP modes without a loss scaler (bf16: fp32's range) keep parity."""
+    names = "/".join(UNSCALED_AMP_MODES)
+    rows = [r for r in e.rows if r.precision in UNSCALED_AMP_MODES and r.status != "skipped"]
     judged = [r for r in rows if r.parity and r.parity.verdict in ("pass", "fail")]
     if not judged:
-        why = "bf16 runs have only indicative verdicts (one seed): run repeats >= 2" if rows else "no bf16 run"
+        why = f"{names} runs have only indicative verdicts (one seed): run repeats >= 2" if rows else f"no {names} run"
         return "not measured here", why
     failed = [r for r in judged if r.parity.verdict == "fail"]
-    listing = "; ".join(f"{r.where} {r.parity.verdict} ({r.parity.delta:+.4g})" for r in judged)
-    return ("contradicted" if failed else "supported"), f"bf16 without a loss scaler: {listing}"
+    listing = "; ".join(f"{r.where} {r.precision} {r.parity.verdict} ({r.parity.delta:+.4g})" for r in judged)
+    return ("contradicted" if failed else "supported"), f"without a loss scaler: {listing}"
 
 
 def fp16_needs_scaler(e: Evidence, t: Thresholds) -> Verdict:
-    noscale = {r.setup: r for r in e.rows if r.precision == "fp16-noscale" and r.parity}
-    scaled = {r.setup: r for r in e.rows if r.precision == "fp16" and r.parity}
-    fp32 = {r.setup: r for r in e.rows if r.precision == "fp32"}
+    """A control without loss scaling fails parity where its scaled counterpart passes."""
+    pairs = {(r.setup, r.precision): r for r in e.rows if r.parity}
+    fp32 = {r.setup: r for r in e.rows if r.precision == REFERENCE}
     findings, verdicts = [], set()
-    for setup, row in noscale.items():
+    for (setup, precision), row in pairs.items():
+        scaled = scaled_counterpart(precision) if precision in CONTROLS else None
+        if scaled is None:
+            continue
         underflow = fp32[setup].grad_underflow_fraction if setup in fp32 else None
-        with_scaler = scaled[setup].parity.verdict if setup in scaled else None
+        with_scaler = pairs[setup, scaled].parity.verdict if (setup, scaled) in pairs else None
         judged = {row.parity.verdict, with_scaler} <= {"pass", "fail"}
         if not judged or underflow is None or underflow < t.underflow_fraction:
             continue  # no noise floor, no run with GradScaler to compare, or no small gradients to lose
@@ -151,8 +167,8 @@ def fp16_needs_scaler(e: Evidence, t: Thresholds) -> Verdict:
         )
     if not findings:
         return "not measured here", (
-            f"no fp16-noscale and fp16 pair judged on a workload with >= {t.underflow_fraction:.0%} of gradients"
-            " below fp16's floor (see experiments/failure-modes.yaml)"
+            f"no {'/'.join(CONTROLS)} and scaled pair judged on a workload with >= {t.underflow_fraction:.0%}"
+            " of gradients below fp16's floor (see experiments/failure-modes.yaml)"
         )
     return ("contradicted" if "contradicted" in verdicts else "supported"), "; ".join(findings)
 
@@ -162,11 +178,11 @@ def amp_lowers_memory(e: Evidence, t: Thresholds) -> Verdict:
         return "not measured here", "a CPU's peak resident memory is not the allocator peak the claim is about"
     ratios = [r for r in e.ok(AMP_MODES) if r.memory_ratio is not None]
     if not ratios:
-        return "not measured here", "no fp16/bf16 run with an fp32 baseline"
+        return "not measured here", f"no {AMP_NAMES} run with a {REFERENCE} baseline"
     median = statistics.median(r.memory_ratio for r in ratios)
     listing = "; ".join(f"{r.where} {r.precision} {r.memory_ratio:.2f}" for r in ratios)
     verdict = "supported" if median < t.memory_ratio else "contradicted"
-    return verdict, f"median AMP/fp32 peak memory {median:.2f} (claim: < {t.memory_ratio}): {listing}"
+    return verdict, f"median AMP/{REFERENCE} peak memory {median:.2f} (claim: < {t.memory_ratio}): {listing}"
 
 
 def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
@@ -179,7 +195,7 @@ def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
         rows = [r for r in e.rows if r.setup == setup and r.precision in RULE_MODES and r.runs and r.throughput]
         if not rows or not e.compute_bound(rows[0], t):
             continue  # the article expects little from AMP on launch-bound models: not the rule's ground
-        kept = [r for r in rows if r.precision == "fp32" or (r.parity and r.parity.verdict == "pass")]
+        kept = [r for r in rows if r.precision == REFERENCE or (r.parity and r.parity.verdict == "pass")]
         recommended = next((r for r in kept if r.precision == advice.precision), None)
         if recommended is None or len(kept) < 2:
             continue  # the recommended mode did not run or keep parity with a noise floor
@@ -201,7 +217,7 @@ def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
 def loss_softmax_float32(e: Evidence, t: Thresholds) -> Verdict:
     audits = [r for r in e.records if r.precision in AMP_MODES and r.status == "ok" and r.dtype_audit]
     if not audits:
-        return "not measured here", "no dtype audit of an fp16/bf16 run"
+        return "not measured here", f"no dtype audit of an {AMP_NAMES} run"
     lapses, seen, fused = [], set(), set()
     for record in audits:
         audit = record.dtype_audit
@@ -221,7 +237,7 @@ def loss_softmax_float32(e: Evidence, t: Thresholds) -> Verdict:
     unseen = f"; softmax inside fused attention ({', '.join(sorted(fused))}) is out of the audit's sight"
     unseen = unseen if fused else ""
     return "supported", (
-        f"{len(audits)} audited fp16/bf16 step(s): the loss and every softmax op seen"
+        f"{len(audits)} audited {AMP_NAMES} step(s): the loss and every softmax op seen"
         f" ({', '.join(sorted(seen)) or 'none'}) in float32{unseen}"
     )
 
@@ -231,9 +247,10 @@ def pre_volta_little_gain(e: Evidence, t: Thresholds) -> Verdict:
         return "not measured here", "this device is not a GPU older than Volta (compute capability 7.0)"
     best = _best(e.ok(AMP_MODES), lambda r: r.speedup)
     if not best:
-        return "not measured here", "no fp16/bf16 run with fp32 (pass --force: they are skipped on pre-Volta GPUs)"
+        why = f"no {AMP_NAMES} run with {REFERENCE} (pass --force: they are skipped on pre-Volta GPUs)"
+        return "not measured here", why
     high = [value for _, value in best.values() if value > t.little_gain]
-    return ("contradicted" if high else "supported"), f"best AMP speedup over fp32: {_listing(best)}"
+    return ("contradicted" if high else "supported"), f"best AMP speedup over {REFERENCE}: {_listing(best)}"
 
 
 def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
@@ -245,7 +262,7 @@ def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
     rows = [r for r in e.ok(AMP_MODES) if r.world_size and r.world_size > 1 and r.comm_share is not None]
     plain = [r for r in rows if r.comm_hook == "none"]
     if not plain:
-        why = "no fp16/bf16 DDP run with plain all-reduce at world size 2 or more"
+        why = f"no {AMP_NAMES} DDP run with plain all-reduce at world size 2 or more"
         return "not measured here", why + (" (only world size 1)" if any(r.world_size for r in e.rows) else "")
     largest = max(r.world_size for r in plain)
     at = [r for r in plain if r.world_size == largest]

@@ -12,16 +12,15 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from amp_suite.analysis.summary import EAGER, group_key, variant
 from amp_suite.config import PRECISIONS
+from amp_suite.records.results import CellRecord
 from amp_suite.report.build import Report, Row
-from amp_suite.results import CellRecord
-from amp_suite.summary import EAGER, group_key, variant
 from amp_suite.text import printable
 
 MAX_PANELS = 12
-PRECISION_COLORS = {
-    "fp32": "#4c72b0", "tf32": "#55a868", "fp16": "#dd8452", "bf16": "#c44e52", "fp16-noscale": "#8172b3",
-}  # fmt: skip
+PALETTE = ("#4c72b0", "#55a868", "#dd8452", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+PRECISION_COLORS = dict(zip(PRECISIONS, PALETTE, strict=False))  # a mode keeps its colour in every figure
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config import ConfigError
 from amp_suite.config.loading import describe_validation_error
+from amp_suite.config.precisions import REFERENCE, published_name
 from amp_suite.files import RefusedFile, read_limited
-from amp_suite.machine import Machine
-from amp_suite.summary import SummaryRow
+from amp_suite.hardware.machine import Machine
 
 SHIPPED = Path(__file__).resolve().parent.parent / "references"
 MAX_REFERENCE_BYTES = 4 << 20  # the shipped sets are a few kB
 DEFAULT_TOLERANCE = 0.15  # relative, on throughput and on speedup
-# NVIDIA's "mixed precision" (AMP) is fp16 with loss scaling: the suite's fp16 mode.
-PRECISION_NAMES = {"amp": "fp16", "fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16"}
 Verdict = Literal["reproduced", "not reproduced", "no matching run"]
 
 
@@ -150,12 +149,13 @@ def _judge(reference, machines, rows, configs, machine_ids) -> list[ReferenceRes
 
 
 def _measure(reference: Reference, machine: str, rows: list[SummaryRow], configs) -> float | None:
-    precision = PRECISION_NAMES.get(reference.precision, reference.precision)
+    # NVIDIA's "mixed precision" (AMP) is fp16 with loss scaling: each mode says what tables call it.
+    precision = published_name(reference.precision) or reference.precision
     throughput = _throughput(machine, precision, reference.config, rows, configs)
     if reference.metric == "throughput" or throughput is None:
         return throughput
     baseline_config = {**reference.config, **reference.baseline_config}
-    baseline = _throughput(machine, reference.baseline or "fp32", baseline_config, rows, configs)
+    baseline = _throughput(machine, reference.baseline or REFERENCE, baseline_config, rows, configs)
     return throughput / baseline if baseline else None
 
 

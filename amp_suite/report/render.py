@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, TF32_BASELINE
 from amp_suite.report.build import Report, Row
 from amp_suite.report.claims import CLAIMS
 from amp_suite.report.figures import Figure
@@ -74,10 +75,10 @@ def _machines(report: Report) -> Section:
 
 
 def _machine_rows(report: Report, machine: str, label: str) -> Section:
-    other = "tf32" if report.baseline == "fp32" else "fp32"
+    other = next(b for b in SPEED_BASELINES if b != report.baseline)  # the other baseline gets a column too
     headers = (
         "matrix", "workload", "batch", "variant", "precision", "status", "throughput", "TFLOP/s (MFU)",
-        f"speedup vs {report.baseline}", f"vs {other}", "memory vs fp32", "parity (delta / tolerance)",
+        f"speedup vs {report.baseline}", f"vs {other}", f"memory vs {REFERENCE}", "parity (delta / tolerance)",
     )  # fmt: skip
     mine = [r for r in report.rows if r.machine == machine]
     energy = any(r.energy_j_per_sample is not None for r in mine)  # GPUs with NVML's energy counter
@@ -87,7 +88,8 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
         [r.matrix, r.workload, r.batch, r.variant, r.precision, _status(r, notes),
          _rate(r.throughput, r.unit),
          _tflops(r),
-         _speedup(r.speedup, r.speedup_interval), _x(r.speedup_vs_tf32 if other == "tf32" else r.speedup_vs_fp32),
+         _speedup(r.speedup, r.speedup_interval),
+         _x(r.speedup_vs_tf32 if other == TF32_BASELINE else r.speedup_vs_fp32),
          _x(r.memory_ratio), _parity(r), *([_energy(r)] if energy else [])]
         for r in mine
     ]  # fmt: skip

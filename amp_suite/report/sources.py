@@ -17,8 +17,8 @@ from pydantic import ValidationError
 from amp_suite.config import ConfigError
 from amp_suite.files import open_regular
 from amp_suite.paths import check_path, is_folder, shown
-from amp_suite.results import CellRecord, DistinctRecords, ResultsFile, StoredRecord, describe_error
-from amp_suite.rundir import RunDirectory
+from amp_suite.records.results import CellRecord, DistinctRecords, ResultsFile, StoredRecord, describe_error
+from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking.uri import check_tracking_store
 
 

@@ -9,16 +9,17 @@ cost its timeouts on every call). `amp-suite sync` fills the store in afterwards
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from amp_suite.config import CellSpec, Matrix
-from amp_suite.invocations import Invocation, InvocationStarted
-from amp_suite.outcome import Outcome
-from amp_suite.results import CellRecord, describe_error
+from amp_suite.analysis.outcome import Outcome
+from amp_suite.analysis.summary import SummaryRow
+from amp_suite.config import CellSpec, ConfigError, Matrix
+from amp_suite.records.invocations import Invocation, InvocationStarted
+from amp_suite.records.results import CellRecord, describe_error
 from amp_suite.signals import signals_held
-from amp_suite.summary import SummaryRow
 from amp_suite.tracking.uri import mask_credentials
 
 
@@ -43,6 +44,26 @@ class Tracker(Protocol):
 
     def abort(self, ending: str, why: str) -> None:
         """Mark whatever is open as killed, saying how the run ended and why."""
+
+
+# The tracker a run mirrors into, chosen by its tracking URI's scheme. MLflow's stores (folders,
+# SQLite and other databases, HTTP servers) take every URI no entry claims. A new tracker is one
+# module with a Tracker and its opener, plus its scheme here.
+TRACKERS: dict[str, str] = {}  # URI scheme -> "module:opener", opener(uri, run_folder) -> Tracker
+DEFAULT_TRACKER = "amp_suite.tracking.mlflow_tracker:open_mlflow_tracker"
+
+
+def open_tracker(uri: str, run_folder: Path | None = None) -> Tracker:
+    """The tracker for `uri`, imported only when asked for. `run_folder`: the --out folder when
+    `uri` is that folder's own store. A store that can't be opened raises TrackingError."""
+    scheme = uri.partition(":")[0].lower() if ":" in uri else ""
+    module, _, opener = TRACKERS.get(scheme, DEFAULT_TRACKER).partition(":")
+    try:
+        return getattr(importlib.import_module(module), opener)(uri, run_folder)
+    except ConfigError:
+        raise  # the folder's own store could not be repointed: the folder's problem, said as such
+    except Exception as exc:  # a missing database driver, a malformed URI
+        raise TrackingError(describe_error(exc)) from exc
 
 
 class FailSafeTracker:

@@ -24,10 +24,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from amp_suite.invocations import InvocationStarted
-from amp_suite.jsonl import json_safe
-from amp_suite.results import CellRecord
-from amp_suite.summary import SummaryRow, group_key
+from amp_suite.analysis.summary import SummaryRow, group_key
+from amp_suite.records.invocations import InvocationStarted
+from amp_suite.records.jsonl import json_safe
+from amp_suite.records.results import CellRecord
 from amp_suite.tracking.uri import artifact_root as default_artifact_root
 from amp_suite.tracking.uri import check_server_answers, for_mlflow, sqlite_database
 

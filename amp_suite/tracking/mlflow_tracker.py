@@ -5,13 +5,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from amp_suite.analysis.outcome import ExitCode, Outcome
+from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config import CellSpec, Matrix
-from amp_suite.invocations import Invocation, InvocationStarted
-from amp_suite.outcome import ExitCode, Outcome
-from amp_suite.results import CellRecord
-from amp_suite.summary import SummaryRow
+from amp_suite.records.invocations import Invocation, InvocationStarted
+from amp_suite.records.results import CellRecord
 from amp_suite.tracking.mlflow_store import RUN_STATUS, MlflowStore
+from amp_suite.tracking.relocate import ARTIFACTS, relocate_artifacts
 from amp_suite.tracking.system_metrics import SystemMetrics
+
+
+def open_mlflow_tracker(uri: str, run_folder: Path | None) -> MlflowTracker:
+    """MLflow's store at `uri`. A run folder's own store keeps its artifacts in the folder where it
+    is now: copied or moved, its experiments would still point at the old place."""
+    if run_folder is None:
+        return MlflowTracker(MlflowStore(uri))
+    relocate_artifacts(run_folder / "mlflow.db")
+    return MlflowTracker(MlflowStore(uri, run_folder / ARTIFACTS))
 
 
 class MlflowTracker:
@@ -46,7 +56,7 @@ class MlflowTracker:
         return self.open_cell
 
     def finish_cell(self, record: CellRecord) -> None:
-        run_id = record.mlflow_run_id
+        run_id = record.tracker_run_id
         if run_id is None:
             return
         self.store.log_record(run_id, record, Path(record.log_path) if record.log_path else None)
@@ -60,7 +70,7 @@ class MlflowTracker:
         assert self.invocation is not None and self.parent_id is not None, "start() first"
         self._stop_system_metrics()
         self.store.log_summary(self.parent_id, summary)
-        runs = [(record, record.mlflow_run_id) for record in self.logged if record.mlflow_run_id]
+        runs = [(record, record.tracker_run_id) for record in self.logged if record.tracker_run_id]
         self.store.log_verdicts(summary, runs, self.invocation.at)
         if report is not None:
             self.store.log_report(self.parent_id, report)

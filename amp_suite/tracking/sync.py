@@ -15,12 +15,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from amp_suite.analysis.outcome import judge
+from amp_suite.analysis.summary import summarize
 from amp_suite.config import Matrix
-from amp_suite.invocations import Invocation
-from amp_suite.outcome import judge
-from amp_suite.results import CellRecord, DistinctRecords
-from amp_suite.rundir import RunDirectory
-from amp_suite.summary import summarize
+from amp_suite.records.invocations import Invocation
+from amp_suite.records.results import CellRecord, DistinctRecords
+from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking.mlflow_store import (
     PARENT,
     RUN_STATUS,

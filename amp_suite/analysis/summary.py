@@ -1,0 +1,388 @@
+"""Speedup, memory and validation-parity tables, recomputed from the records alone. No torch here.
+
+Rows group the records of one (machine, setup, precision) over seeds and hosts, where the setup
+is everything a cell was configured with except its seed and precision (workload config, batch
+size, steps, ...): records of different machines (device model or software stack, see
+amp_suite.hardware.machine) or of differently configured workloads are never pooled. Speedup and memory
+ratio compare a group with fp32 (and with tf32, the baseline of NVIDIA's published Ampere+
+figures) of the same machine and setup; parity always compares with fp32, the accuracy reference.
+
+Parity rule (ParityConfig, carried by every record): AMP passes when its mean primary validation
+metric is no worse than fp32's by more than max(tolerance x |fp32 mean|, k x fp32's seed-to-seed
+stdev). With one fp32 seed there is no noise estimate, so the verdict is "indicative" (delta and
+tolerance are still reported). Only degradation counts: an AMP run that validates better is not
+a failure.
+
+Speedup is the ratio of mean throughputs over the seeds both sides finished (as parity is), so
+a seed that failed on one side can't tilt it. With two or more such seeds it comes with a 95%
+interval (delta method on the seed-paired ratio, Student's t): the seed-to-seed spread of the
+same machine, not a guarantee about other machines. Hosts pooled into one machine are averaged
+per seed first.
+
+DDP rows (records with a world size) also compare across the DDP axes, at the same machine,
+setup otherwise, and precision: scaling efficiency is throughput(N) / (N x throughput at world
+size 1, same hook); the hook's parity and step-time ratio compare it with plain float32
+all-reduce ("none") at the same world size; world parity compares world size N with world size 1
+(same hook), by the same parity rule as precisions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import cache
+
+from pydantic import TypeAdapter, ValidationError
+
+from amp_suite.config import AUTO_BATCH, NOISY_SPREAD, ParityConfig, WorkloadConfig
+from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, TF32_BASELINE
+from amp_suite.records.results import CellRecord
+
+BASELINE = REFERENCE  # the accuracy reference and the default speed baseline
+BASELINES = SPEED_BASELINES
+INTERVAL_LEVEL = 0.95
+UNKNOWN_MACHINE = "unknown machine"  # records of cells that failed before the device was probed
+
+
+@dataclass(frozen=True)
+class Parity:
+    delta: float  # AMP mean minus fp32 mean, in the metric's units
+    tolerance: float  # the largest degradation that still passes
+    verdict: str  # "pass", "fail" or "indicative"
+
+
+def parity(amp: Sequence[float], fp32: Sequence[float], higher_is_better: bool, rule: ParityConfig) -> Parity | None:
+    if not amp or not fp32:
+        return None
+    delta = statistics.fmean(amp) - statistics.fmean(fp32)
+    degradation = -delta if higher_is_better else delta
+    tolerance = rule.tolerance * abs(statistics.fmean(fp32))
+    if not math.isfinite(degradation):  # a NaN or inf metric fails, even with one seed
+        return Parity(delta, tolerance, "fail")
+    if len(fp32) < 2:
+        return Parity(delta, tolerance, "indicative")
+    tolerance = max(tolerance, rule.k * statistics.stdev(fp32))
+    return Parity(delta, tolerance, "pass" if degradation <= tolerance else "fail")
+
+
+def paired_ratio(values: dict[int, float], baseline: dict[int, float]) -> float | None:
+    """mean(values) / mean(baseline) over the seeds both have (over all seeds if none is shared)."""
+    seeds = values.keys() & baseline.keys()
+    if seeds:
+        values, baseline = {s: values[s] for s in seeds}, {s: baseline[s] for s in seeds}
+    return _ratio(_mean(values.values()), _mean(baseline.values()))
+
+
+def ratio_interval(
+    values: dict[int, float], baseline: dict[int, float], level: float = INTERVAL_LEVEL
+) -> tuple[float, float] | None:
+    """Interval on mean(values) / mean(baseline) over the seeds both have (paired).
+
+    Delta method: the ratio's standard error is that of the residuals values - r x baseline,
+    divided by the baseline mean. None with fewer than two paired seeds."""
+    seeds = sorted(values.keys() & baseline.keys())
+    if len(seeds) < 2:
+        return None
+    a, b = [values[s] for s in seeds], [baseline[s] for s in seeds]
+    ratio = statistics.fmean(a) / statistics.fmean(b)
+    residuals = [x - ratio * y for x, y in zip(a, b, strict=True)]
+    error = statistics.stdev(residuals) / math.sqrt(len(seeds)) / statistics.fmean(b)
+    half = _t_quantile(0.5 + level / 2, len(seeds) - 1) * error
+    return ratio - half, ratio + half
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    machine: str  # Machine.key: device model and software stack
+    setup: str  # identifies the configuration shared by every precision of this comparison
+    matrix: str
+    workload: str
+    batch_size: int | None  # with batch_sizes auto: the largest that fitted this precision (None: none did)
+    precision: str
+    compile: str  # torch.compile mode, "off" for eager
+    channels_last: bool
+    status: str  # "ok" when every seed ran; otherwise the worst status seen
+    reason: str | None
+    runs: int  # runs that finished ok (seeds x hosts)
+    hosts: int  # distinct hosts pooled into this row
+    unit: str  # images/s, tokens/s or samples/s
+    throughput: float | None  # mean over seeds that finished ok, in `unit`
+    step_time_ms: float | None  # mean of the seeds' median step times
+    tflops: float | None  # achieved TFLOP/s, mean over seeds
+    mfu: float | None  # achieved / the GPU's dense peak for this math mode; None where the peak is unknown
+    peak_memory_mb: float | None
+    speedup: float | None  # throughput / fp32 throughput
+    speedup_interval: tuple[float, float] | None
+    speedup_vs_tf32: float | None  # throughput / tf32 throughput
+    speedup_vs_tf32_interval: tuple[float, float] | None
+    memory_ratio: float | None  # peak memory / fp32 peak memory
+    max_batch: bool = False  # batch_sizes auto: each precision ran at the largest batch it fitted
+    batch_vs_fp32: float | None = None  # max_batch: this precision's batch / fp32's (how much more AMP fits)
+    noisy: bool = False  # a seed's throughput varied beyond NOISY_SPREAD, or the speedup's interval is that wide
+    throttled: bool = False  # the GPU slowed down for power or heat during a seed's timed steps (NVML)
+    energy_j_per_sample: float | None = None  # GPU energy per training sample, mean over seeds (NVML)
+    power_w: float | None = None  # average GPU power during the timed steps, mean over seeds
+    val_metric_name: str | None = None
+    val_metric: float | None = None  # mean over seeds that finished ok
+    grad_underflow_fraction: float | None = None  # fp32 gradients below fp16's range, before training
+    parity: Parity | None = None  # None for fp32 itself and where a side has no result
+    world_size: int | None = None  # DDP: ranks; None for a cell that is not data-parallel
+    comm_hook: str | None = None  # DDP: none (float32 all-reduce), fp16 or bf16 compression
+    comm_share: float | None = None  # DDP: share of the synced step spent communicating, mean over seeds
+    scaling_efficiency: float | None = None  # DDP: throughput / (world size x world size 1's), same hook
+    world_parity: Parity | None = None  # DDP: this world size against world size 1, same hook and precision
+    hook_step_ratio: float | None = None  # DDP: step time with this hook / with plain all-reduce, same world size
+    hook_parity: Parity | None = None  # DDP: this hook against plain all-reduce, same world size and precision
+    gpu_type: str | None = None  # the GPU type a Ray fleet was asked to run the cell on (matrix `machines:`)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @property
+    def variant(self) -> str:
+        ddp = "" if self.world_size is None else f", ddp x{self.world_size}"
+        hook = f" {self.comm_hook} hook" if self.comm_hook not in (None, "none") else ""
+        on = f", on {self.gpu_type}" if self.gpu_type else ""
+        return variant(self.compile, self.channels_last) + ddp + hook + on
+
+    @property
+    def batch(self) -> str:
+        """The batch size as tables show it: "256", or "max 512" where it was searched for."""
+        if not self.max_batch:
+            return str(self.batch_size)
+        return f"max {self.batch_size}" if self.batch_size is not None else "max -"
+
+    @property
+    def where(self) -> str:
+        """The comparison this row belongs to, in words: workload, batch size, variant and matrix."""
+        shown = "" if self.variant == EAGER else f" {self.variant}"
+        batch = "max" if self.max_batch else self.batch_size
+        return f"{self.workload}/bs{batch}{shown} ({self.matrix})"
+
+    def speedup_against(self, baseline: str) -> tuple[float | None, tuple[float, float] | None]:
+        if baseline == TF32_BASELINE:
+            return self.speedup_vs_tf32, self.speedup_vs_tf32_interval
+        return self.speedup, self.speedup_interval
+
+
+EAGER = "eager"
+
+
+def variant(compile: str, channels_last: bool) -> str:
+    """How a cell ran besides its precision, in a word or two: "eager", "compiled (reduce-overhead)",
+    "eager, channels_last"."""
+    mode = EAGER if compile == "off" else f"compiled ({compile})"
+    return f"{mode}, channels_last" if channels_last else mode
+
+
+GroupKey = tuple[str, str, str]  # machine, setup, precision
+SETUP_EXCLUDES = ("seed", "precision", "force", "device", "matrix")  # what may differ within one comparison
+# Within the workload: which precisions are forced, and which other batch sizes, compile modes and
+# layouts the matrix swept (the cell's own compile mode and layout are part of its setup).
+WORKLOAD_SETUP_EXCLUDES = ("force", "batch_sizes", "compile", "channels_last", "ddp")  # ddp: the sweep's lists
+
+
+def machine_key(record: CellRecord) -> str:
+    return record.machine.key if record.machine else UNKNOWN_MACHINE
+
+
+def setup_key(record: CellRecord, excludes: tuple[str, ...] = SETUP_EXCLUDES) -> str:
+    """A short hash of the record's configuration without seed and precision (and matrix name)."""
+    config = {k: v for k, v in record.config.items() if k not in excludes}
+    if isinstance(config.get("workload"), dict):
+        config["workload"] = {k: v for k, v in config["workload"].items() if k not in WORKLOAD_SETUP_EXCLUDES}
+    if not config:  # a record without its config: as specific as the record allows
+        config = {"workload": record.workload, "batch_size": record.batch_size, "steps": record.steps}
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def group_key(record: CellRecord) -> GroupKey:
+    return machine_key(record), setup_key(record), record.precision
+
+
+DdpKey = tuple[str, str, str, int, str]  # machine, setup without the DDP axes, precision, world size, hook
+
+
+def ddp_key(record: CellRecord) -> DdpKey | None:
+    """Where a DDP record sits on the DDP axes of its comparison; None for other records."""
+    if record.world_size is None:
+        return None
+    base = setup_key(record, (*SETUP_EXCLUDES, "ddp"))
+    return machine_key(record), base, record.precision, record.world_size, record.comm_hook or "none"
+
+
+def summarize(records: Iterable[CellRecord], default_rule: ParityConfig | None = None) -> list[SummaryRow]:
+    """`default_rule`: for records written before they carried their parity rule."""
+    groups: dict[GroupKey, list[CellRecord]] = {}
+    ddp: dict[DdpKey, list[CellRecord]] = {}
+    for record in records:
+        groups.setdefault(group_key(record), []).append(record)
+        if (key := ddp_key(record)) is not None:
+            ddp.setdefault(key, []).append(record)
+    rule = default_rule or ParityConfig()
+    rows = [_row(key, group, groups, rule) for key, group in groups.items()]
+    return [_with_ddp(row, group, ddp, rule) for row, group in zip(rows, groups.values(), strict=True)]
+
+
+def _with_ddp(row: SummaryRow, group: list[CellRecord], ddp: dict[DdpKey, list[CellRecord]], rule: ParityConfig):
+    """The row with its comparisons along the DDP axes (scaling, hooks), where it is a DDP row."""
+    key = ddp_key(group[0])
+    if key is None:
+        return row
+    machine, base, precision, world, hook = key
+    unit_scale = _unit(group[0])[1]
+    rates = _per_seed(group, "throughput", unit_scale)
+    single = ddp.get((machine, base, precision, 1, hook), [])
+    plain = ddp.get((machine, base, precision, world, "none"), [])
+    rule = _rule(group + single + plain, rule)
+    efficiency = paired_ratio(rates, _per_seed(single, "throughput", unit_scale)) if single else None
+    steps = _per_seed(group, "step_time_ms_p50")
+    return replace(
+        row,
+        world_size=world,
+        comm_hook=hook,
+        comm_share=_mean(_per_seed(group, "comm_share").values()),
+        scaling_efficiency=None if efficiency is None else efficiency / world,
+        world_parity=_parity(group, single, rule) if single and world != 1 else None,
+        hook_step_ratio=paired_ratio(steps, _per_seed(plain, "step_time_ms_p50")) if hook != "none" else None,
+        hook_parity=_parity(group, plain, rule) if plain and hook != "none" else None,
+    )
+
+
+def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[CellRecord]], rule: ParityConfig):
+    machine, setup, precision = key
+    unit, per_sample = _unit(group[0])
+    rates = _per_seed(group, "throughput", per_sample)
+    memory = _per_seed(group, "peak_memory_mb")
+    bases = {name: groups.get((machine, setup, name), []) for name in BASELINES}
+    base_rates = {name: _per_seed(base, "throughput", per_sample) for name, base in bases.items()}
+    tf32_rates = base_rates[TF32_BASELINE]
+    fp32 = bases[BASELINE]
+    ok = [r for r in group if r.status == "ok"]
+    searched = group[0].config.get("batch_size") == AUTO_BATCH  # batch_sizes auto: each at its largest
+    fp32_batch = _mean(_per_seed(fp32, "batch_size").values())
+    return SummaryRow(
+        machine=machine,
+        setup=setup,
+        matrix=group[0].matrix,
+        workload=group[0].workload,
+        batch_size=next((r.batch_size for r in ok), group[0].batch_size),
+        precision=precision,
+        compile=group[0].compile,
+        channels_last=group[0].channels_last,
+        gpu_type=group[0].config.get("machine"),
+        status=_status(group),
+        reason=next((r.reason for r in group if r.reason), None),
+        runs=len(ok),
+        hosts=len({r.machine.host for r in group if r.machine}),
+        unit=unit,
+        throughput=_mean(rates.values()),
+        step_time_ms=_mean(_per_seed(group, "step_time_ms_p50").values()),
+        tflops=_mean(_per_seed(group, "tflops").values()),
+        mfu=_mean(_per_seed(group, "mfu").values()),
+        peak_memory_mb=_mean(memory.values()),
+        speedup=paired_ratio(rates, base_rates[BASELINE]),
+        speedup_interval=None if precision == BASELINE else ratio_interval(rates, base_rates[BASELINE]),
+        speedup_vs_tf32=paired_ratio(rates, tf32_rates),
+        speedup_vs_tf32_interval=None if precision == TF32_BASELINE else ratio_interval(rates, tf32_rates),
+        memory_ratio=_ratio(_mean(memory.values()), _mean(_per_seed(fp32, "peak_memory_mb").values())),
+        max_batch=searched,
+        batch_vs_fp32=_ratio(_mean(_per_seed(group, "batch_size").values()), fp32_batch) if searched else None,
+        noisy=any(r.noisy for r in ok) or _wide(ratio_interval(rates, base_rates[BASELINE])),
+        throttled=any(r.throttled for r in ok),
+        energy_j_per_sample=_mean(_per_seed(group, "energy_j_per_sample").values()),
+        power_w=_mean(_per_seed(group, "power_w").values()),
+        val_metric_name=next((r.val_metric_name for r in group if r.val_metric_name), None),
+        val_metric=_mean([r.val_metric for r in ok]),
+        grad_underflow_fraction=_mean([r.grad_underflow_fraction for r in ok]),
+        parity=None if precision == BASELINE else _parity(group, fp32, _rule(group + fp32, rule)),
+    )
+
+
+def _parity(group: list[CellRecord], baseline: list[CellRecord], rule: ParityConfig) -> Parity | None:
+    """Compare on the seeds both sides finished, so a failed seed can't bias either mean."""
+    amp = _per_seed(group, "val_metric")
+    amp |= {r.seed: math.nan for r in group if r.status == "diverged"}  # a diverged run fails parity
+    fp32 = _per_seed(baseline, "val_metric")
+    seeds = sorted(amp.keys() & fp32.keys())
+    higher_is_better = next((r.val_higher_is_better for r in group if r.val_higher_is_better is not None), True)
+    return parity([amp[s] for s in seeds], [fp32[s] for s in seeds], higher_is_better, rule)
+
+
+def _rule(records: list[CellRecord], default: ParityConfig) -> ParityConfig:
+    return next((r.parity_rule for r in records if r.parity_rule is not None), default)
+
+
+def _per_seed(group: list[CellRecord], field: str, scale: float = 1.0) -> dict[int, float]:
+    """One value per seed from the records that finished ok (several hosts of one machine: their mean)."""
+    values: dict[int, list[float]] = {}
+    for record in group:
+        value = getattr(record, field)
+        if record.status == "ok" and value is not None:
+            values.setdefault(record.seed, []).append(value * scale)
+    return {seed: statistics.fmean(v) for seed, v in values.items()}
+
+
+def natural_throughput(record: CellRecord) -> tuple[float | None, str]:
+    """The record's throughput in its workload's natural unit (images/s, tokens/s, samples/s)."""
+    unit, per_sample = _unit(record)
+    return (None if record.throughput is None else record.throughput * per_sample), unit
+
+
+def _unit(record: CellRecord) -> tuple[str, int]:
+    """The natural throughput unit of the record's workload, and its items per training sample."""
+    config = record.config.get("workload")
+    if not isinstance(config, dict):
+        return "samples/s", 1
+    return _unit_of(json.dumps(config, sort_keys=True))  # a string key: parsed once per config
+
+
+@cache
+def _unit_of(config_json: str) -> tuple[str, int]:
+    try:
+        workload = _WORKLOAD.validate_json(config_json)
+    except ValidationError:  # a config from another version: say samples, which is always true
+        return "samples/s", 1
+    return workload.throughput_unit, workload.units_per_sample()
+
+
+_WORKLOAD = TypeAdapter(WorkloadConfig)
+
+
+@cache
+def _t_quantile(probability: float, degrees_of_freedom: int) -> float:
+    from scipy.stats import t  # only needed with repeats; scipy is slow to import
+
+    return float(t.ppf(probability, degrees_of_freedom))
+
+
+def _wide(interval: tuple[float, float] | None) -> bool:
+    """An interval wider than NOISY_SPREAD either side of its middle."""
+    if interval is None:
+        return False
+    low, high = interval
+    middle = (low + high) / 2
+    return middle > 0 and (high - low) / 2 / middle > NOISY_SPREAD
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def _status(group: list[CellRecord]) -> str:
+    statuses = {r.status for r in group}
+    for status in ("failed", "oom", "diverged", "skipped"):
+        if status in statuses:
+            return status
+    return "ok"
+
+
+def _ratio(value: float | None, baseline: float | None) -> float | None:
+    if value is None or not baseline:
+        return None
+    return value / baseline

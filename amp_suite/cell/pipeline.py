@@ -1,0 +1,250 @@
+"""The measurement pipeline every cell runs, on one device (amp_suite.cell.run) or as one rank of a
+data-parallel cell (amp_suite.cell.ddp.rank), written once.
+
+prepare -> the policy's matmul check -> step diagnostics -> cached blocks released -> warmup ->
+the timed steps (peak memory, GPU state, host CPU time around them) -> evaluation -> the record's
+fields. A caller changes only what is its own: DDP wraps the trainer, starts the ranks' timed
+steps together, runs the diagnostics on rank 0, and adds its communication figures.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from amp_suite.cell import compilation
+from amp_suite.cell.loop import Trainer
+from amp_suite.cell.precision import PrecisionPolicy, make_policy
+from amp_suite.config import CellSpec
+from amp_suite.data import DeviceBatches, batch_order, order_hash
+from amp_suite.instruments.diagnostics.dtype_audit import audit_step
+from amp_suite.instruments.diagnostics.flops import count_step_flops
+from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
+from amp_suite.instruments.diagnostics.nonfinite import first_nonfinite_step
+from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
+from amp_suite.instruments.gpu_state import GpuState
+from amp_suite.instruments.timers import (
+    HostCpuTime,
+    PeakMemory,
+    Spread,
+    StepStats,
+    make_step_timer,
+    release_cached_blocks,
+    step_stats,
+)
+from amp_suite.workloads import Workload, build_workload
+from amp_suite.workloads.base import LoadedData
+
+# progress(phase, steps done, steps in phase)
+Progress = Callable[[str, int, int], None]
+Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms) from Trainer.run
+DIAGNOSTIC_PARTS = 4  # the step diagnostics run on micro-batches of a quarter of the batch (step_diagnostics)
+
+
+def no_progress(phase: str, done: int, total: int) -> None:
+    pass
+
+
+@dataclass
+class Session:
+    """Everything one training run needs, built the same way every time for a given spec."""
+
+    workload: Workload
+    data: LoadedData
+    model: nn.Module  # eager; trainer.model is its compiled form when the cell compiles
+    policy: PrecisionPolicy
+    trainer: Trainer
+    batches: DeviceBatches
+
+
+def prepare(spec: CellSpec, device: torch.device) -> Session:
+    workload = build_workload(spec.workload, spec.channels_last)
+    data = workload.load_data()
+    if spec.batch_size > len(data.train):  # `samples` only caps real data: digits has 1,437 to train on
+        raise ValueError(f"batch {spec.batch_size} is larger than the training set ({len(data.train)} samples)")
+    torch.manual_seed(spec.seed)  # same initial weights for every precision
+    policy = make_policy(spec.precision, device.type)
+    model = policy.convert_module(workload.to_device(workload.build_model(data.train), device))
+    data = data.to(device, workload.memory_format)
+    optimizer = workload.make_optimizer(model)
+    policy.bind(optimizer)
+    order = batch_order(len(data.train), spec.batch_size, spec.warmup_steps + spec.steps, spec.seed)
+    trainer = Trainer(
+        compilation.compiled(model, spec.compile), optimizer, policy, workload, spec.max_grad_norm,
+        keep=compilation.kept_output(spec.compile),
+    )  # fmt: skip
+    return Session(workload, data, model, policy, trainer, DeviceBatches(data.train, order))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The timed steps, for what a caller adds of its own: the record's fields, the curves of
+    warmup and timed steps (its non-finite check) and the trainer and step times it timed."""
+
+    fields: dict[str, Any]
+    warmup: Curves
+    measured: Curves
+    trainer: Trainer
+    stats: StepStats
+
+
+def measure_session(
+    session: Session,
+    batches: DeviceBatches,
+    spec: CellSpec,
+    device: torch.device,
+    progress: Progress = no_progress,
+    *,
+    world: int = 1,
+    diagnose: bool = True,
+    wrap: Callable[[Trainer], Trainer] | None = None,
+    before_timed: Callable[[], None] | None = None,
+) -> Measured:
+    """The pipeline over these batches. `world` devices train together (throughput, FLOP/s and
+    the spread count all of their samples); `wrap` replaces the trainer after the diagnostics
+    (DDP's wrapped model); `before_timed` runs between warmup and the timed steps (DDP's barrier)."""
+    policy, model = session.policy, session.model
+    matmul_dtype = policy.checked_matmul_dtype(device)
+    # The diagnostics run the eager model: the same arithmetic, and nothing for the compiler to trace.
+    diagnostics = step_diagnostics(model, session.workload.loss, policy, batches) if diagnose else {}
+    # Their fp32 backward and model copies leave blocks in the allocator's cache; released, the
+    # reserved-memory peak of the timed steps is the training's own.
+    release_cached_blocks(device)
+    trainer = session.trainer if wrap is None else wrap(session.trainer)
+
+    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, progress)
+    if before_timed is not None:
+        before_timed()
+    timer = make_step_timer(device, spec.steps)
+    with PeakMemory(device) as memory, GpuState(device) as gpu, HostCpuTime() as host_cpu:
+        measured = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
+        times_ms, span_s = timer.read()  # synchronises once
+    stats = step_stats(times_ms)
+    loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
+    progress("evaluate", 0, 1)
+    # The eager module holds the trained weights too; evaluating it spares a recompile for eval mode
+    # and for the last, smaller batch.
+    validation = session.workload.evaluate(model, session.data.validation, spec.batch_size, policy.forward_context)
+    flops = diagnostics.get("flops_per_step")
+    fields = {
+        **diagnostics,
+        "throughput": world * spec.batch_size * spec.steps / span_s,  # every device's samples
+        "host_cpu_ms_per_step": host_cpu.seconds * 1e3 / spec.steps,
+        "warmup_s": warmup_s,
+        "host_syncs_per_step": host_syncs,
+        # MFU divides FLOP/s by world size x one device's peak: the devices' together, as throughput.
+        "tflops": None if flops is None else world * flops * spec.steps / span_s / 1e12,
+        **timed_fields(stats, Spread.of(times_ms, world * spec.batch_size), memory),
+        **trained_fields(session, loss_curve, validation),
+        "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
+        "batch_order_hash": order_hash(batches.order.cpu()),
+        **gpu.fields(spec.batch_size * spec.steps),  # this device and its own samples
+        **policy.telemetry(),
+    }
+    return Measured(fields, warmup, measured, trainer, stats)
+
+
+def step_diagnostics(model: nn.Module, loss, policy: PrecisionPolicy, batches: DeviceBatches) -> dict[str, Any]:
+    """What one training step of the eager model does on the first batch: gradients below fp16's
+    range, the dtypes its ops ran in, and its FLOPs.
+
+    They run on micro-batches of a quarter of the batch (`diagnostics_batch_size`), so they need no
+    more memory than training does and the largest batch AMP fits (batch_sizes auto) is AMP's own: at
+    the full batch, the underflow's fp32 backward would need fp32's activations in every precision.
+    From batch 6 on, a micro-batch's fp32 activations are at most half the batch's, no more than any
+    autocast step holds (autocast at best halves them); the model copies they train take no more
+    than the optimizer's state will (AdamW, SGD with momentum).
+    """
+    inputs, targets = batches.peek()
+    size = len(inputs)
+    # Equal parts of 2 samples or more: BatchNorm can't train on one sample's 1x1 feature map.
+    parts = min(DIAGNOSTIC_PARTS, max(1, size // 2))
+    head = inputs.tensor_split(parts)[0], targets.tensor_split(parts)[0]  # the largest part
+    part = len(head[0])
+    # Every op FlopCounterMode counts (matmuls, convolutions, attention over a fixed sequence length)
+    # does the same work per sample, so the batch's FLOPs are exactly the micro-batch's times
+    # size / part (tests/test_cell.py checks the MLP, ResNet and GPT-2 against full-batch counts).
+    flops = count_step_flops(model, loss, policy, *head) * size // part
+    return {
+        "grad_underflow_fraction": grad_underflow_fraction(model, loss, inputs, targets, parts=parts),
+        "dtype_audit": audit_step(model, loss, policy, *head),  # which dtype an op runs in: not the batch's to decide
+        "flops_per_step": flops,
+        "diagnostics_batch_size": part,
+    }
+
+
+def timed_fields(stats: StepStats, spread: Spread, memory: PeakMemory) -> dict[str, Any]:
+    """The record's view of the timed steps: their spread, step times and peak memory."""
+    return {
+        "throughput_windows": spread.windows,
+        "throughput_spread": spread.spread,
+        "noisy": spread.noisy,
+        "step_time_ms_p50": stats.p50_ms,
+        "step_time_ms_p90": stats.p90_ms,
+        "step_time_ms_mean": stats.mean_ms,
+        "step_time_ms_stdev": stats.stdev_ms,
+        "peak_memory_mb": memory.peak_mb,
+        "peak_memory_reserved_mb": memory.reserved_mb,
+        "peak_memory_kind": memory.kind,
+    }
+
+
+def trained_fields(session: Session, loss_curve: list[float], validation: dict[str, float]) -> dict[str, Any]:
+    """The record's view of what was trained: the loss curve, the validation metrics, the data."""
+    return {
+        "final_loss": loss_curve[-1],
+        "loss_curve": loss_curve,
+        "val_metric_name": session.workload.primary_metric,
+        "val_metric": validation[session.workload.primary_metric],
+        "val_higher_is_better": session.workload.higher_is_better,
+        "val_metrics": validation,
+        "val_loss": validation["val_loss"],
+        "data_source": session.data.source,
+        "data_fingerprint": session.data.fingerprint,
+        "train_samples": len(session.data.train),
+        "val_samples": len(session.data.validation),
+    }
+
+
+def warm_up(
+    trainer: Trainer, batches: DeviceBatches, spec: CellSpec, device: torch.device, progress: Progress
+) -> tuple[Curves, int | None, float]:
+    """The warmup steps: (their losses and gradient norms, host syncs per step, seconds). The last
+    one counts host syncs, once first-step work (cuDNN tuning, lazy optimizer state) is done."""
+    clock = time.perf_counter()
+    counted = min(1, spec.warmup_steps)
+    first = trainer.run(
+        batches, spec.warmup_steps - counted, on_step=lambda n: progress("warmup", n, spec.warmup_steps)
+    )
+    with count_host_syncs(device, trainer.optimizer) as syncs:
+        last = trainer.run(batches, counted)
+    progress("warmup", spec.warmup_steps, spec.warmup_steps)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # warmup work must not spill into the measured region
+    curves = (torch.cat([first[0], last[0]]), torch.cat([first[1], last[1]]))
+    return curves, syncs.count if counted else None, time.perf_counter() - clock
+
+
+def first_bad_step(policy: PrecisionPolicy, warmup: Curves, measured: Curves) -> int | None:
+    """The first step whose loss, or gradient norm, went inf/NaN (synchronises: after the timed steps)."""
+    losses = torch.cat([warmup[0], measured[0]])
+    # With a GradScaler, inf/NaN gradients are routine (the step is skipped and the scale drops).
+    grad_norms = None if policy.skips_nonfinite_steps else torch.cat([warmup[1], measured[1]])
+    return first_nonfinite_step(losses, grad_norms)
+
+
+@contextmanager
+def cudnn_autotune(device: torch.device) -> Iterator[None]:
+    """Let cuDNN pick its fastest conv algorithms (during warmup), as tuned training runs do."""
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = device.type == "cuda"
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = saved

@@ -1,0 +1,251 @@
+"""Precision modes as small policy objects; the training loop calls the same methods for all.
+
+The base class *is* the fp32 policy: no autocast, plain backward and step. Subclasses override
+only what differs (the shape of Lightning Fabric's precision plugins):
+
+    fp32   float32 math, TF32 off for matmul and cuDNN for the whole cell
+    tf32   float32 tensors, TF32 tensor-core math on (compute capability >= 8.0)
+    bf16   autocast(bfloat16) around forward + loss; plain backward and step
+    fp16   autocast(float16) + GradScaler: scale -> backward, unscale_ before clipping, step, update
+    fp16-noscale  autocast(float16) without a scaler: the negative control for the parity check
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+
+import torch
+from torch import nn
+
+from amp_suite.config import PRECISIONS
+from amp_suite.hardware.capability import DeviceCaps
+
+# Every backend switch that can make "float32" mean TF32 (or bf16 on CPUs with AMX), in torch's
+# fp32_precision API: the generic default, each backend's default, then each op (later ones win).
+_FP32_MATH_SWITCHES = (
+    ("generic", lambda: torch.backends),
+    ("cudnn", lambda: torch.backends.cudnn),
+    ("mkldnn", lambda: torch.backends.mkldnn),
+    ("cuda.matmul", lambda: torch.backends.cuda.matmul),
+    ("cudnn.conv", lambda: torch.backends.cudnn.conv),
+    ("cudnn.rnn", lambda: torch.backends.cudnn.rnn),
+    ("mkldnn.matmul", lambda: torch.backends.mkldnn.matmul),
+    ("mkldnn.conv", lambda: torch.backends.mkldnn.conv),
+    ("mkldnn.rnn", lambda: torch.backends.mkldnn.rnn),
+)
+
+
+@contextmanager
+def fp32_math(mode: str) -> Iterator[dict[str, str]]:
+    """Set float32 math to "ieee" or "tf32" on every backend, restoring the old values on exit.
+
+    torch keeps the legacy flags (float32_matmul_precision, cudnn.allow_tf32) beside the
+    fp32_precision API, and its legacy getters raise ("a mix of the legacy and new APIs") when
+    the two disagree. Inductor calls those getters while autotuning, and reads the cuDNN backend's
+    own default for its conv templates, so every one of them is set, and set alike."""
+    legacy = _legacy_flags()
+    switches = [(name, get()) for name, get in _FP32_MATH_SWITCHES]
+    saved = [switch.fp32_precision for _, switch in switches]
+    try:
+        _set_legacy_flags("high" if mode == "tf32" else "highest", mode == "tf32")
+        for _, switch in switches:
+            switch.fp32_precision = mode
+        yield {name: switch.fp32_precision for name, switch in switches}
+    finally:
+        if legacy is not None:
+            _set_legacy_flags(*legacy)
+        for (_, switch), value in zip(switches, saved, strict=True):
+            switch.fp32_precision = value
+
+
+def _legacy_flags() -> tuple[str, bool] | None:
+    """(float32 matmul precision, cuDNN allow_tf32), or None where they already disagree with the
+    new API (then only the new API's values are restored)."""
+    try:
+        return torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    except RuntimeError:
+        return None
+
+
+def _set_legacy_flags(matmul_precision: str, cudnn_tf32: bool) -> None:
+    torch.set_float32_matmul_precision(matmul_precision)
+    torch.backends.cudnn.allow_tf32 = cudnn_tf32
+
+
+SCALE_DROP_WARNING = 2  # loss-scale drops in the second half of a run that raise the warning flag
+
+
+class PrecisionPolicy:
+    """fp32: the reference every other mode is compared with."""
+
+    name = "fp32"
+    compute_dtype = torch.float32
+    fp32_math_mode = "ieee"
+    skips_nonfinite_steps = False  # True where inf/NaN gradients are routine (a GradScaler skips them)
+
+    def __init__(self, device_type: str) -> None:
+        self.device_type = device_type
+
+    def unsupported_reason(self, caps: DeviceCaps) -> str | None:
+        """Why this device can't run the mode well, or None. Callers skip rather than substitute."""
+        return None
+
+    def numerics(self) -> AbstractContextManager[dict[str, str]]:
+        """Global float32 math settings for the whole cell (restored afterwards)."""
+        return fp32_math(self.fp32_math_mode)
+
+    def convert_module(self, model: nn.Module) -> nn.Module:
+        """The model this mode trains, on its device, before the optimizer sees its parameters: a
+        mode that swaps layers (fp8's, say) returns the swapped model. Autocast modes train it as is."""
+        return model
+
+    def bind(self, optimizer: torch.optim.Optimizer) -> None:
+        """Called once with the optimizer before the first step."""
+
+    def forward_context(self) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
+        """Make .grad hold true gradients before clipping; nothing to do without a scaler."""
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.step()
+
+    def telemetry(self) -> dict[str, object]:
+        """Scaler state after training (reads device values: call outside the timed region)."""
+        return {}
+
+    def checked_matmul_dtype(self, device: torch.device) -> torch.dtype:
+        """The dtype a matmul produces under this policy, which must be its compute dtype: proof
+        that autocast is in effect (or not, in fp32 and tf32) before anything is measured."""
+        observed = observed_matmul_dtype(self, device)
+        if observed != self.compute_dtype:
+            raise RuntimeError(f"{self.name} expected matmuls in {self.compute_dtype}, got {observed}")
+        return observed
+
+
+class TF32(PrecisionPolicy):
+    name = "tf32"
+    fp32_math_mode = "tf32"
+
+    def unsupported_reason(self, caps: DeviceCaps) -> str | None:
+        if caps.tf32:
+            return None
+        where = f"compute capability {caps.capability_str}" if caps.capability else "a CPU"
+        return f"TF32 needs an NVIDIA GPU of compute capability >= 8.0; this is {where}"
+
+
+class Autocast(PrecisionPolicy):
+    """Autocast around forward + loss; gradients and optimizer state stay float32."""
+
+    def forward_context(self) -> AbstractContextManager[object]:
+        return torch.autocast(device_type=self.device_type, dtype=self.compute_dtype)
+
+
+class BF16(Autocast):
+    name = "bf16"
+    compute_dtype = torch.bfloat16
+
+    def unsupported_reason(self, caps: DeviceCaps) -> str | None:
+        if caps.fast_bf16:
+            return None
+        if caps.type == "cuda":
+            return f"bf16 needs compute capability >= 8.0; this GPU is {caps.capability_str}"
+        return "this CPU has no native bf16 instructions (avx512_bf16/AMX): bf16 would be emulated"
+
+
+class FP16(Autocast):
+    """fp16 needs loss scaling: small gradients flush to zero in float16 without it."""
+
+    name = "fp16"
+    compute_dtype = torch.float16
+    skips_nonfinite_steps = True
+
+    def __init__(self, device_type: str, scaler: torch.amp.GradScaler | None = None) -> None:
+        super().__init__(device_type)
+        self.scaler = scaler  # made in bind(), so checking requirements has no side effects
+        self.attempted_steps = 0
+        self.applied_steps = 0
+        self._scale_history: list[torch.Tensor] = []
+        self._initial_scale = 0.0
+
+    def unsupported_reason(self, caps: DeviceCaps) -> str | None:
+        if caps.fast_fp16:
+            return None
+        if caps.type == "cuda":
+            return f"fp16 tensor cores need compute capability >= 7.0; this GPU is {caps.capability_str}"
+        return "this CPU has no AMX-FP16 (or ARM fp16) units: fp16 training would be emulated or slow"
+
+    def bind(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.scaler is None:
+            self.scaler = torch.amp.GradScaler(self.device_type)
+        if not self.scaler.is_enabled():  # GradScaler turns itself off without CUDA; never run unscaled
+            raise RuntimeError(f"GradScaler is disabled on {self.device_type}; fp16 would run without loss scaling")
+        self._initial_scale = float(self.scaler.get_scale())  # no sync: the scale tensor doesn't exist yet
+        # GradScaler skips optimizer.step() when it finds inf/NaN; counting the steps that really
+        # ran (a host-side hook, no device sync of its own) tells how many were skipped.
+        optimizer.register_step_post_hook(self._count_applied)
+
+    def _count_applied(self, *_: object) -> None:
+        self.applied_steps += 1
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.scaler.scale(loss).backward()
+
+    def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
+        self.scaler.unscale_(optimizer)
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.attempted_steps += 1
+        # step() reads the inf/NaN flag on the host: a CPU-GPU sync that is the cost of scaling.
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        # Keep the scale tensor itself (a device-side copy); get_scale() would sync once more.
+        self._scale_history.append(self.scaler._scale.detach().clone())
+
+    def telemetry(self) -> dict[str, object]:
+        history = torch.stack(self._scale_history).tolist() if self._scale_history else []  # synchronises
+        drops = [later < earlier for earlier, later in zip([self._initial_scale, *history], history, strict=False)]
+        return {
+            "loss_scale": history[-1] if history else self._initial_scale,
+            "skipped_steps": self.attempted_steps - self.applied_steps,
+            "loss_scale_curve": history,
+            "loss_scale_drops": sum(drops),
+            # A healthy run drops a few times early while it finds its scale, then settles (and
+            # grows every 2000 clean steps). Drops that keep coming in the second half of the run
+            # mean persistent overflow: something in the model produces inf in fp16.
+            "loss_scale_warning": sum(drops[len(drops) // 2 :]) >= SCALE_DROP_WARNING,
+        }
+
+
+class FP16NoScale(Autocast):
+    """fp16 autocast with plain backward: gradients below fp16's range silently become zero."""
+
+    name = "fp16-noscale"
+    compute_dtype = torch.float16
+    unsupported_reason = FP16.unsupported_reason
+
+
+POLICIES: dict[str, type[PrecisionPolicy]] = {
+    policy.name: policy for policy in (PrecisionPolicy, TF32, FP16, BF16, FP16NoScale)
+}
+if set(POLICIES) != set(PRECISIONS):  # a mode the config accepts must have a policy, and only those
+    raise ImportError(f"precision policies {sorted(POLICIES)} do not match config.PRECISIONS {sorted(PRECISIONS)}")
+
+
+def make_policy(name: str, device_type: str) -> PrecisionPolicy:
+    try:
+        return POLICIES[name](device_type)
+    except KeyError:
+        raise ValueError(f"unknown precision {name!r}; choose from {sorted(POLICIES)}") from None
+
+
+def observed_matmul_dtype(policy: PrecisionPolicy, device: torch.device) -> torch.dtype:
+    """The dtype a matmul actually produces under the policy: proof that autocast is in effect."""
+    probe = torch.ones(8, 8, device=device)
+    with policy.forward_context():
+        return (probe @ probe).dtype

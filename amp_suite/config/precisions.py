@@ -1,0 +1,53 @@
+"""The precision modes, written once, with the traits the analysis reads. No torch here.
+
+amp_suite.cell.precision holds a policy for each mode (and refuses to import when the two lists
+disagree); everything else, from the report's claims to the peak table, asks these traits and
+never a mode's name, so that a new mode (fp8, say) is one entry here plus its policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PrecisionMode:
+    name: str
+    math: str  # the datasheet column its matmuls run at (peak FLOPs, for MFU)
+    autocast: bool = False  # mixed precision: forward and loss under autocast to a narrower dtype
+    loss_scaling: bool = False  # gradients pass through GradScaler
+    control: bool = False  # a negative control, there to show the parity check can fail; judged by no claim
+    speed_baseline: bool = False  # every row's speedup is also taken against this mode
+    reference: bool = False  # the accuracy reference: parity is judged against it
+    published_as: tuple[str, ...] = ()  # what published tables call it (NVIDIA's "amp")
+
+
+MODES = (
+    PrecisionMode("fp32", "fp32", speed_baseline=True, reference=True),  # TF32 off: true fp32
+    PrecisionMode("tf32", "tf32", speed_baseline=True),
+    PrecisionMode("fp16", "fp16", autocast=True, loss_scaling=True, published_as=("amp",)),
+    PrecisionMode("bf16", "bf16", autocast=True),
+    # autocast fp16 without GradScaler: small gradients flush to zero, and parity should fail.
+    PrecisionMode("fp16-noscale", "fp16", autocast=True, control=True),
+)
+MODE_BY_NAME = {mode.name: mode for mode in MODES}
+PRECISIONS = tuple(MODE_BY_NAME)
+
+REFERENCE = next(mode.name for mode in MODES if mode.reference)  # accuracy reference, default speed baseline
+SPEED_BASELINES = tuple(mode.name for mode in MODES if mode.speed_baseline)
+# What published speedups divide by on a GPU with TF32: the baseline whose matmuls run at TF32.
+TF32_BASELINE = next(mode.name for mode in MODES if mode.speed_baseline and mode.math == "tf32")
+AMP_MODES = tuple(mode.name for mode in MODES if mode.autocast and not mode.control)  # what the claims judge
+UNSCALED_AMP_MODES = tuple(name for name in AMP_MODES if not MODE_BY_NAME[name].loss_scaling)
+CONTROLS = tuple(mode.name for mode in MODES if mode.control)
+
+
+def scaled_counterpart(name: str) -> str | None:
+    """For a control without loss scaling, the mode that is the same math with GradScaler."""
+    mode = MODE_BY_NAME[name]
+    return next((m.name for m in MODES if m.math == mode.math and m.loss_scaling and not m.control), None)
+
+
+def published_name(name: str) -> str | None:
+    """A published table's precision ("amp", "fp32", ...) as this suite's mode, or None."""
+    return name if name in MODE_BY_NAME else next((m.name for m in MODES if name in m.published_as), None)

@@ -1,0 +1,94 @@
+"""Which machine a record was measured on, and which records may be pooled. No torch here.
+
+Throughput depends on the GPU model and on the software stack (driver, CUDA, torch), so those
+make up a machine's key. The host does not: two boxes with the same GPU and stack are the same
+machine for comparison, and a report pools them (and says how many hosts it pooled). Anything
+else stays apart: records of different keys are never averaged together.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from amp_suite.hardware.capability import DeviceCaps, cuda_caps
+
+# Vendor words that say nothing about the model: "NVIDIA A100-SXM4-80GB" -> "A100-SXM4-80GB".
+VENDOR_PREFIXES = ("NVIDIA ", "Tesla ", "Quadro ", "GeForce ")
+
+
+class Machine(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    device_type: str  # "cuda" or "cpu"
+    device_name: str  # as torch reports it (CPU: the model name in /proc/cpuinfo)
+    compute_capability: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str | None = None
+    host: str | None = None
+    threads: int | None = None  # CPU only: the threads torch trains with (VMs share one model name)
+    # What the device does fast, by the capability rule (amp_suite.hardware.capability).
+    tensor_cores: bool | None = None
+    fast_fp16: bool | None = None
+    fast_bf16: bool | None = None
+    tf32: bool | None = None
+
+    @classmethod
+    def describe(cls, caps: DeviceCaps, environment: dict[str, Any]) -> Machine:
+        """The machine a cell runs on, from its probed capabilities and environment block."""
+        fast = {k: getattr(caps, k) for k in ("tensor_cores", "fast_fp16", "fast_bf16", "tf32")}
+        return cls(**_identity(caps.type, caps.name, caps.capability_str, environment), **fast)
+
+    @classmethod
+    def from_environment(cls, device_type: str, environment: dict[str, Any]) -> Machine | None:
+        """For records written before they carried a machine: rebuilt from their environment.
+        A GPU's capabilities follow from its compute capability; a CPU's flags were not kept."""
+        name = environment.get("device_name")
+        if not name:
+            return None
+        capability = environment.get("compute_capability")
+        if device_type == "cuda" and capability:
+            major, _, minor = str(capability).partition(".")
+            return cls.describe(cuda_caps(name, (int(major), int(minor or 0))), environment)
+        return cls(**_identity(device_type, name, capability, environment))
+
+    @property
+    def key(self) -> str:
+        """What must match for two records to be pooled: device model and software stack."""
+        parts = [self.device_name, self.device_type]
+        if self.device_type == "cuda":
+            parts += [f"cc {self.compute_capability}", f"driver {self.driver}", f"CUDA {self.cuda}"]
+        else:
+            parts.append(f"{self.threads} threads")
+        return " | ".join([*parts, f"torch {self.torch}"])
+
+    @property
+    def model_name(self) -> str:
+        """The device model without vendor words, as published tables name GPUs."""
+        name = self.device_name
+        for prefix in VENDOR_PREFIXES:
+            name = name.removeprefix(prefix)
+        return name
+
+    @property
+    def label(self) -> str:
+        """A short column heading: the model, and for a GPU its compute capability."""
+        if self.device_type == "cuda":
+            return f"{self.model_name} (cc {self.compute_capability})"
+        return f"{self.model_name} (CPU, {self.threads} threads)" if self.threads else f"{self.model_name} (CPU)"
+
+
+def _identity(device_type: str, name: str, capability: str | None, environment: dict[str, Any]) -> dict[str, Any]:
+    """The fields that say which device and software stack (and host) a record ran on."""
+    return {
+        "device_type": device_type,
+        "device_name": name,
+        "compute_capability": capability,
+        "driver": environment.get("driver"),
+        "cuda": environment.get("cuda") if device_type == "cuda" else None,
+        "torch": environment.get("torch"),
+        "host": environment.get("hostname"),
+        "threads": environment.get("torch_threads") if device_type == "cpu" else None,
+    }

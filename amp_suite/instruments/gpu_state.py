@@ -1,0 +1,119 @@
+"""What the GPU did during the timed steps, from NVML: energy, power, clocks, temperature, throttling.
+
+NVML is read at the two ends of the timed region and never in between, so no sampling thread
+competes with the training loop for the interpreter. Energy is the delta of the device's
+total-energy counter (Volta and later); average power is that energy over the elapsed time.
+Throttling is the clock-event reasons NVML reports at either end, plus any growth between them in
+its cumulative power- and thermal-violation counters, which catches a slowdown that came and went
+in the middle. The device is found by UUID: under CUDA_VISIBLE_DEVICES, torch's index and NVML's
+differ (amp_suite.instruments.nvml). On a CPU every field is null; on a GPU a reading NVML does not support
+is null and the rest stand, and `gpu_state_note` says what was missing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from amp_suite.instruments.nvml import NVML_CLOCK_SM, NVML_TEMPERATURE_GPU, SLOWDOWNS, NvmlDevice, decode_reasons
+
+# NVML's cumulative violation counters (nvmlDeviceGetViolationStatus policies): time spent held
+# below the requested clocks by the power cap and by temperature.
+VIOLATION_POLICIES = {"power_cap_violation": 0, "thermal_violation": 1}
+# The energy counter advances in steps of tens of milliseconds or more (by GPU generation): over a
+# shorter timed region its delta says more about the counter than about the steps.
+MIN_ENERGY_WINDOW_S = 1.0
+
+FIELDS = (
+    "energy_j", "energy_j_per_sample", "power_w", "sm_clock_mhz_start", "sm_clock_mhz_end",
+    "temperature_c_start", "temperature_c_end", "throttle_reasons", "throttled", "gpu_state_note",
+)  # fmt: skip
+
+
+@dataclass
+class Reading:
+    at: float  # perf_counter seconds
+    energy_mj: int | None = None
+    sm_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    reasons: int | None = None  # bitmask of clock-event reasons
+    violations_ns: dict[str, int] = field(default_factory=dict)
+
+
+class GpuState:
+    """Context manager around the timed steps; `fields(samples)` gives the record's fields."""
+
+    def __init__(self, device: torch.device, nvml: ModuleType | None = None) -> None:
+        self.device = device
+        self._nvml = nvml  # tests pass a stand-in; None: pynvml, imported on a GPU only
+        self._gpu: NvmlDevice | None = None
+        self._note: str | None = None
+        self.start: Reading | None = None
+        self.end: Reading | None = None
+
+    def __enter__(self) -> GpuState:
+        if self.device.type == "cuda":
+            self._open()
+            if self._gpu is not None:
+                self.start = self._read()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._gpu is None:
+            return
+        self.end = self._read()
+        self._gpu.close()
+
+    def fields(self, samples: int) -> dict[str, Any]:
+        values: dict[str, Any] = dict.fromkeys(FIELDS)
+        start, end = self.start, self.end
+        if self._gpu is None or start is None or end is None:  # a CPU (all null), or NVML could not be opened
+            return values | {"gpu_state_note": self._note}
+        missing = self._gpu.missing
+        notes = [f"NVML did not report: {', '.join(sorted(set(missing)))}"] if missing else []
+        elapsed = end.at - start.at
+        if start.energy_mj is not None and end.energy_mj is not None:
+            if elapsed >= MIN_ENERGY_WINDOW_S:
+                energy_j = (end.energy_mj - start.energy_mj) / 1000
+                per_sample, power = energy_j / samples, energy_j / elapsed
+                values |= {"energy_j": energy_j, "energy_j_per_sample": per_sample, "power_w": power}
+            else:
+                notes.append(f"timed steps took {elapsed:.2f} s: too short for NVML's energy counter (>= 1 s)")
+        either_end = (start.reasons or 0) | (end.reasons or 0)
+        seen = [name for name in decode_reasons(either_end) if name in SLOWDOWNS]
+        # A violation counter that grew: held back at some point between the two readings.
+        seen += [name for name, ns in end.violations_ns.items() if ns > start.violations_ns.get(name, ns)]
+        known = start.reasons is not None or bool(start.violations_ns)
+        return values | {
+            "sm_clock_mhz_start": start.sm_clock_mhz,
+            "sm_clock_mhz_end": end.sm_clock_mhz,
+            "temperature_c_start": start.temperature_c,
+            "temperature_c_end": end.temperature_c,
+            "throttle_reasons": seen if known else None,
+            "throttled": bool(seen) if known else None,
+            "gpu_state_note": "; ".join(notes) or None,
+        }
+
+    def _open(self) -> None:
+        try:
+            self._gpu = NvmlDevice.open(self.device, self._nvml)
+        except Exception as exc:  # no driver library, a MIG slice NVML can't see, ...
+            self._note = f"NVML unavailable: {type(exc).__name__}: {exc}"[:300]
+
+    def _read(self) -> Reading:
+        gpu = self._gpu
+        assert gpu is not None  # opened by __enter__
+        reading = Reading(at=time.perf_counter())
+        reading.energy_mj = gpu.query("energy", "nvmlDeviceGetTotalEnergyConsumption")
+        reading.sm_clock_mhz = gpu.query("sm clock", "nvmlDeviceGetClockInfo", NVML_CLOCK_SM)
+        reading.temperature_c = gpu.query("temperature", "nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)
+        reading.reasons = gpu.clock_event_reasons()
+        for name, policy in VIOLATION_POLICIES.items():
+            status = gpu.query(name.replace("_", " "), "nvmlDeviceGetViolationStatus", policy)
+            if status is not None:
+                reading.violations_ns[name] = int(status.violationTime)
+        return reading

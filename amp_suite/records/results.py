@@ -1,0 +1,299 @@
+"""The cell record and results.jsonl, the record of truth. No torch here.
+
+Each record stands alone: the resolved cell config, the machine it ran on, the parity rule its
+verdicts are judged by, the invocation that produced it, the measurements and the status, so
+every summary and report can be recomputed from records alone. Lines are appended whole or not
+at all and flushed to disk when a cell ends (`amp_suite.records.jsonl`); readers skip lines they cannot
+read and say how many.
+
+The record is closed when written (a misspelt field is an error, not a new key) and lenient
+when read (`StoredRecord`): lines from older versions lack fields, newer ones add some.
+
+A record holds any outcome: floats that are not finite (a diverged loss curve) are written as
+the JSON strings "NaN", "Infinity" and "-Infinity", and read back as floats.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from amp_suite.config import AUTO_BATCH, CellSpec, ParityConfig, Status
+from amp_suite.hardware.machine import Machine
+from amp_suite.records.jsonl import append_line, read_objects
+
+
+class BatchSearch(BaseModel):
+    """What the batch search (amp_suite.execution.batch_search) tried and found; kept in the record of the
+    cell measured at `found`."""
+
+    found: int | None  # the largest batch that fitted; None if not even batch 1 did
+    limited_by: Literal["memory", "samples"] | None  # what stopped the growth; None if nothing fitted
+    probes: list[tuple[int, str]]  # (batch, the probe's status) in the order they ran
+    failure: str | None = None  # a probe that failed for another reason than memory ends the search
+    skipped: str | None = None  # a skipped probe's reason: no batch runs here, so the cell is skipped
+
+
+class CellRecord(BaseModel):
+    # JSON has no NaN or infinity: they travel as strings (the documented dialect of results.jsonl).
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+    record_id: str | None = Field(None, description="unique per record; what sync matches tracker runs by")
+    invocation_id: str | None = Field(None, description="the `amp-suite run` that produced it (invocations.jsonl)")
+    cell_id: str
+    config_hash: str
+    matrix: str
+    workload: str
+    precision: str
+    compile: str = Field("off", description="torch.compile mode of the model ('off': eager)")
+    channels_last: bool = Field(False, description="model and inputs in channels_last (NHWC) memory layout")
+    status: Status
+    reason: str | None = None
+    device: str
+    device_name: str | None = None
+    machine: Machine | None = Field(None, description="device model, software stack and host; None if never probed")
+    parity_rule: ParityConfig | None = Field(None, description="the matrix's rule this record's parity is judged by")
+    batch_size: int | None = Field(description="the batch measured; with batch_sizes auto, the one found (None: none)")
+    batch_search: BatchSearch | None = Field(None, description="batch_sizes auto: the probes and what they found")
+    steps: int
+    warmup_steps: int
+    seed: int
+    throughput: float | None = Field(None, description="training samples per second, measured steps only")
+    host_cpu_ms_per_step: float | None = Field(
+        None, description="CPU time of the cell's process per timed step, every thread (measure.HostCpuTime); None: DDP"
+    )
+    throughput_windows: list[float] = Field(default_factory=list, description="samples/s in windows of the timed steps")
+    throughput_spread: float | None = Field(None, description="(max - min) / median of throughput_windows")
+    noisy: bool | None = Field(None, description="throughput_spread above config.NOISY_SPREAD")
+    flops_per_step: int | None = Field(None, description="forward + backward FLOPs of one batch (FlopCounterMode)")
+    host_syncs_per_step: int | None = Field(
+        None, description="times one training step made the host wait for the device (fp16's GradScaler: 1)"
+    )
+    tflops: float | None = Field(None, description="achieved TFLOP/s over the measured steps")
+    peak_tflops: float | None = Field(None, description="the GPU's dense datasheet peak for this math mode")
+    mfu: float | None = Field(
+        None, description="tflops / (peak_tflops x the cell's GPUs, a DDP cell's world size); None off a known peak"
+    )
+    warmup_s: float | None = Field(None, description="wall time of the warmup steps (torch.compile compiles in them)")
+    energy_j: float | None = Field(None, description="GPU energy over the timed steps (NVML counter delta)")
+    energy_j_per_sample: float | None = None
+    power_w: float | None = Field(None, description="average GPU power over the timed steps: energy / wall time")
+    sm_clock_mhz_start: int | None = Field(None, description="SM clock as the timed steps began (NVML)")
+    sm_clock_mhz_end: int | None = None
+    temperature_c_start: int | None = Field(None, description="GPU die temperature as the timed steps began")
+    temperature_c_end: int | None = None
+    throttle_reasons: list[str] | None = Field(None, description="slowdowns NVML reported during the timed steps")
+    throttled: bool | None = Field(None, description="the GPU ran below its clocks for power or heat while timed")
+    gpu_state_note: str | None = Field(None, description="which GPU readings were unavailable, and why")
+    step_time_ms_p50: float | None = Field(None, description="median training step (DDP: rank 0's, gradients synced)")
+    step_time_ms_p90: float | None = None
+    step_time_ms_mean: float | None = None
+    step_time_ms_stdev: float | None = None
+    world_size: int | None = Field(None, description="DDP: ranks, one device each (None: not data-parallel)")
+    comm_hook: str | None = Field(None, description="DDP gradient compression: none (float32 all-reduce), fp16, bf16")
+    ddp_backend: str | None = Field(None, description="DDP process group backend: nccl (GPUs) or gloo (CPU)")
+    rank_threads: int | None = Field(None, description="DDP on a CPU: intra-op threads per rank (the cores, shared)")
+    step_time_ms_no_sync_p50: float | None = Field(
+        None, description="DDP: median step of the same batches inside no_sync() (no gradient all-reduce)"
+    )
+    step_time_ms_no_sync_mean: float | None = None
+    comm_share_raw: float | None = Field(
+        None, description="DDP: 1 - step_time_ms_no_sync_p50 / step_time_ms_p50 (negative: within noise)"
+    )
+    comm_share: float | None = Field(
+        None, description="DDP: comm_share_raw clipped at 0: the step's share spent communicating"
+    )
+    rank_step_time_ms_p50: list[float] = Field(default_factory=list, description="DDP: each rank's median synced step")
+    peak_memory_mb: float | None = None
+    peak_memory_reserved_mb: float | None = None
+    peak_memory_kind: str | None = None
+    device_memory_mb: float | None = Field(None, description="the GPU's total memory; recorded when a cell hits oom")
+    final_loss: float | None = None
+    val_metric_name: str | None = Field(None, description="the workload's primary validation metric")
+    val_metric: float | None = None
+    val_higher_is_better: bool | None = None
+    val_loss: float | None = None
+    val_metrics: dict[str, float] = Field(default_factory=dict)
+    grad_underflow_fraction: float | None = Field(
+        None, description="share of fp32 gradients below fp16's smallest subnormal, before training"
+    )
+    dtype_audit: dict[str, Any] | None = Field(None, description="per-op dtypes of one step (diagnostics.dtype_audit)")
+    diagnostics_batch_size: int | None = Field(
+        None, description="the micro-batch the step diagnostics ran on (underflow, dtype audit, FLOPs; pipeline.py)"
+    )
+    data_source: str | None = None
+    data_fingerprint: str | None = None
+    train_samples: int | None = None
+    val_samples: int | None = None
+    loss_scale: float | None = None
+    skipped_steps: int | None = None
+    loss_scale_drops: int | None = None
+    loss_scale_warning: bool | None = Field(None, description="the scale kept dropping: persistent overflow")
+    loss_scale_curve: list[float] = Field(default_factory=list, description="GradScaler's scale after every step")
+    nonfinite_step: int | None = Field(None, description="first step (warmup included) with inf/NaN")
+    nonfinite_site: str | None = Field(None, description="the module that produced it, found by replay")
+    matmul_dtype: str | None = Field(None, description="dtype a matmul produced under the policy")
+    fp32_math: dict[str, str] | None = None
+    batch_order_hash: str | None = None
+    loss_curve: list[float] = Field(default_factory=list, description="loss per measured step")
+    started_at: str = ""
+    duration_s: float | None = None
+    tracker_run_id: str | None = Field(None, description="the tracker's run mirroring this record (MLflow's run id)")
+    log_path: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _ok_means_measured(self) -> CellRecord:
+        """An ok cell measured a rate: a non-finite or non-positive one (a hand-edited line, a
+        broken timer) would turn every ratio built on it into nonsense."""
+        rate = self.throughput
+        if self.status == "ok" and rate is not None and not (math.isfinite(rate) and rate > 0):
+            raise ValueError(f"status ok with throughput {rate}: an ok cell has a positive, finite rate")
+        return self
+
+    @classmethod
+    def for_spec(cls, spec: CellSpec, status: Status, reason: str | None = None, **fields: Any) -> CellRecord:
+        return cls(
+            cell_id=spec.cell_id,
+            config_hash=spec.config_hash,
+            matrix=spec.matrix,
+            workload=spec.workload.name,
+            precision=spec.precision,
+            compile=spec.compile,
+            channels_last=spec.channels_last,
+            status=status,
+            reason=reason,
+            device=spec.device,
+            batch_size=None if spec.batch_size == AUTO_BATCH else spec.batch_size,
+            steps=spec.steps,
+            warmup_steps=spec.warmup_steps,
+            seed=spec.seed,
+            **_ddp_identity(spec),
+            config=spec.model_dump(mode="json"),
+            started_at=fields.pop("started_at", None) or utc_now(),
+            **fields,
+        )
+
+    def updated(self, **fields: Any) -> CellRecord:
+        """A copy with these fields changed, validated as a new record is: a misspelt field or a
+        wrong type is an error (pydantic's model_copy(update=...) would drop or keep it silently)."""
+        unknown = sorted(set(fields) - set(CellRecord.model_fields))
+        if unknown:
+            raise ValueError(f"not fields of a cell record: {', '.join(unknown)}")
+        return type(self).model_validate({**dict(self), **fields})
+
+    @property
+    def resume_key(self) -> tuple[str, str]:
+        return self.cell_id, self.config_hash
+
+    @property
+    def identity(self) -> str:
+        """record_id, or for records written before it existed, a stable stand-in."""
+        if self.record_id:
+            return self.record_id
+        return hashlib.sha256(f"{self.cell_id} {self.config_hash} {self.started_at}".encode()).hexdigest()[:16]
+
+
+class StoredRecord(CellRecord):
+    """A record read back from a file or a store. Lines from other versions are read, not
+    rejected: fields this version does not know are kept, missing ones take their defaults, and
+    a line older than the machine field gets one rebuilt from its environment block."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_older_versions(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = _layout_from_workload(data)
+        if "mlflow_run_id" in data:  # before trackers were chosen by URI, the field named its one tracker
+            data = dict(data)
+            data.setdefault("tracker_run_id", data.pop("mlflow_run_id"))
+        machine = data.get("machine")
+        environment = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+        if isinstance(machine, dict):  # a newer version's machine may say more than this one knows
+            machine = {k: v for k, v in machine.items() if k in Machine.model_fields}
+            if machine.get("device_type") == "cpu" and machine.get("threads") is None:
+                machine["threads"] = environment.get("torch_threads")  # written before machines had it
+            data = {**data, "machine": machine}
+        elif machine is None and isinstance(data.get("environment"), dict):
+            data = {**data, "machine": Machine.from_environment(str(data.get("device", "")), data["environment"])}
+        return data
+
+
+def _layout_from_workload(data: dict[str, Any]) -> dict[str, Any]:
+    """Before the memory layout was a matrix axis, a ResNet config carried it as workload.channels_last."""
+    config = data.get("config")
+    workload = config.get("workload") if isinstance(config, dict) else None
+    if "channels_last" in data or not isinstance(workload, dict) or not isinstance(workload.get("channels_last"), bool):
+        return data
+    layout = workload["channels_last"]
+    return {**data, "channels_last": layout, "config": {**config, "channels_last": layout}}
+
+
+def _ddp_identity(spec: CellSpec) -> dict[str, Any]:
+    """A DDP cell's axes as top-level fields (filtering and MLflow columns); nothing for other cells."""
+    if spec.ddp is None:
+        return {}
+    return {"world_size": spec.ddp.world_size, "comm_hook": spec.ddp.comm_hook}
+
+
+class DistinctRecords:
+    """Records one per identity, in the order first seen. A line copied twice (a folder and the
+    server it was synced to, a file concatenated twice) is one record, `repeated`; a line that
+    reuses another's record_id with other content (hand-edited) is not that record, so only the
+    first is kept and the later ones counted `conflicting`."""
+
+    def __init__(self) -> None:
+        self.records: list[CellRecord] = []
+        self.repeated = 0
+        self.conflicting = 0
+        self._first: dict[str, CellRecord] = {}
+
+    def add(self, records: list[CellRecord]) -> None:
+        for record in records:
+            earlier = self._first.setdefault(record.identity, record)
+            if earlier is record:
+                self.records.append(record)
+            elif earlier.model_dump() == record.model_dump():
+                self.repeated += 1
+            else:
+                self.conflicting += 1
+
+
+def describe_error(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one bounded line for a record or a message; tracebacks go to logs."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text[:limit]
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class ResultsFile:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, record: CellRecord) -> None:
+        """Raises jsonl.LineWriteError (with the file unchanged) when the line can't be written."""
+        append_line(self.path, record.model_dump_json())
+
+    def read(self) -> tuple[list[CellRecord], int]:
+        """All readable records, and how many lines were unreadable (cut off, not UTF-8, not a record)."""
+        objects, unreadable = read_objects(self.path)
+        records: list[CellRecord] = []
+        for data in objects:
+            try:
+                records.append(StoredRecord.model_validate(data))
+            except ValidationError:
+                unreadable += 1
+        return records, unreadable
