@@ -133,9 +133,10 @@ def test_compile_without_a_cpp_compiler_is_skipped_with_the_reason(monkeypatch):
 @pytest.mark.slow
 def test_the_compile_axis_runs_through_the_cli_on_a_cpu(tmp_path):
     """torch.compile on the CPU (inductor's C++ kernels): compiled cells run and are recorded with
-    their mode, warmup time and own baseline; with no compiler on PATH the same cells are skipped."""
+    their mode and warmup time; with no compiler on PATH the same cells are skipped. One precision,
+    bf16 (autocast inside the compiled graph): each compile costs tens of seconds on this CPU."""
     path = tmp_path / "compiled.yaml"
-    path.write_text(yaml.safe_dump(tiny_matrix(precisions=["fp32", "bf16"], compile=[False, True], steps=20)))
+    path.write_text(yaml.safe_dump(tiny_matrix(precisions=["bf16"], compile=[False, True], steps=20)))
     done = amp_suite("run", "--matrix", str(path), "--out", str(tmp_path / "out"), "--device", "cpu", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     records = {r["cell_id"]: r for r in read_records(tmp_path / "out")}
@@ -151,8 +152,8 @@ def test_the_compile_axis_runs_through_the_cli_on_a_cpu(tmp_path):
     done = amp_suite("run", "--matrix", str(path), "--out", str(out), "--device", "cpu", cwd=tmp_path, env=no_compiler)
     assert done.returncode == 0, done.stdout + done.stderr
     statuses = {r["cell_id"]: (r["status"], r["reason"]) for r in read_records(out)}
-    assert statuses["mlp/bs8/seed0/fp32"][0] == "ok"
-    status, reason = statuses["mlp/bs8/seed0/fp32/compile-default"]
+    assert statuses["mlp/bs8/seed0/bf16"][0] == "ok"
+    status, reason = statuses["mlp/bs8/seed0/bf16/compile-default"]
     assert status == "skipped" and "C++ compiler" in reason
 
 

@@ -12,6 +12,9 @@ import pytest
 import yaml
 from conftest import EXPERIMENTS, amp_suite, embedded, read_records, runs_in, tiny_matrix
 
+from amp_suite.records.results import CellRecord
+from amp_suite.records.schema import fields_of
+
 pytestmark = pytest.mark.slow
 
 
@@ -39,24 +42,6 @@ def test_every_cell_is_recorded_and_mirrored_as_a_nested_run(tiny_run):
     assert [r["precision"] for r in records] == ["fp32", "tf32", "fp16", "bf16"]
     assert {r["status"] for r in records} <= {"ok", "skipped"}
     assert all(r["reason"] for r in records if r["status"] == "skipped")
-    for key in (
-        "workload",
-        "device",
-        "device_name",
-        "batch_size",
-        "steps",
-        "throughput",
-        "step_time_ms_p50",
-        "step_time_ms_p90",
-        "peak_memory_mb",
-        "final_loss",
-        "loss_scale",
-        "skipped_steps",
-        "tracker_run_id",
-        "config",
-        "environment",
-    ):
-        assert key in records[0], key
 
     parents, children = nested_runs(out, "tiny")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
@@ -64,7 +49,10 @@ def test_every_cell_is_recorded_and_mirrored_as_a_nested_run(tiny_run):
     by_id = {c.info.run_id: c for c in children}
     assert set(by_id) == {r["tracker_run_id"] for r in records}
     fp32 = by_id[records[0]["tracker_run_id"]]
-    assert fp32.data.metrics["throughput"] == pytest.approx(records[0]["throughput"])
+    # Every quantity the record declares measured, and that this cell measured, is a metric of its run.
+    measured = {key: records[0][key] for key in fields_of(CellRecord, role="measured") if records[0][key] is not None}
+    assert {"throughput", "step_time_ms_p50", "peak_memory_mb", "final_loss", "flops_per_step"} <= set(measured)
+    assert {key: fp32.data.metrics.get(key) for key in measured} == pytest.approx(measured)
     assert fp32.data.params["workload.hidden"] == "32" and fp32.data.tags["env.torch"]
     assert "fp32" in done.stdout and "vs fp32" in done.stdout  # the summary table
 
@@ -232,6 +220,9 @@ def _second_machine(records: list[dict]) -> list[dict]:
                    "driver": "fixture", "cuda": "12.8", "torch": "2.14.1", "host": "fixture-second-machine",
                    "tensor_cores": True, "fast_fp16": True, "fast_bf16": True, "tf32": True}  # fmt: skip
         relabelled.append({**record, "record_id": f"fixture-{number}", "device": "cuda", "machine": machine})
+        if record["workload"] == "mlp" and record["step_time_ms_p50"] is not None:
+            # An A100's MLP step is launch-bound (a few ms), however long this CPU took under load.
+            relabelled[-1]["step_time_ms_p50"] = min(record["step_time_ms_p50"], 2.0)
     return relabelled
 
 

@@ -171,10 +171,17 @@ def test_unknown_policy():
         make_policy("fp8", "cpu")
 
 
-def test_every_configurable_precision_has_a_policy():
-    from amp_suite.config import PRECISIONS
+def test_a_mode_the_config_accepts_without_a_policy_stops_the_import():
+    """The guard at the end of amp_suite.cell.precision: a mode added to config.precisions alone."""
+    import subprocess
+    import sys
 
-    assert set(PRECISIONS) == set(POLICIES)
+    add_a_mode = (
+        "import amp_suite.config.precisions as p; p.PRECISIONS = (*p.PRECISIONS, 'fp8');"
+        " import amp_suite.cell.precision"
+    )
+    done = subprocess.run([sys.executable, "-c", add_a_mode], capture_output=True, text=True)
+    assert done.returncode != 0 and "do not match config.PRECISIONS" in done.stderr, done.stderr[-500:]
 
 
 def test_fp16_noscale_is_fp16_autocast_with_a_plain_backward():

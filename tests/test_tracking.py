@@ -6,10 +6,13 @@ import http.server
 import os
 import signal
 import socket
+import sqlite3
 import threading
 import time
+from pathlib import Path
 
 import pytest
+from conftest import amp_suite
 
 from amp_suite.config import ConfigError
 from amp_suite.signals import STOP_SIGNALS, Stopped, stop_on_signals
@@ -164,3 +167,34 @@ def test_a_stop_signal_waits_for_the_tracker_call_to_finish():
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     assert inner.finished == ["start", "abort after interrupted"]
+
+
+def test_a_new_store_starts_from_the_empty_one_mlflow_made_first_and_is_a_whole_store(tmp_path):
+    """`sync` into two new folders: the first store MLflow makes from nothing is kept, emptied, in
+    the cache; the second starts as a copy of it. Both hold their records and a Default experiment
+    of their own; an unwritable cache changes nothing but the time."""
+    from mlflow import MlflowClient
+
+    fixture = Path(__file__).parent / "fixtures" / "results-2026-12-01.jsonl"
+    cache = tmp_path / "cache"
+    env = {"XDG_CACHE_HOME": str(cache)}
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text(fixture.read_text())
+        done = amp_suite("sync", str(tmp_path / name), cwd=tmp_path, env=env)
+        assert done.returncode == 0 and "6 added" in done.stdout, done.stdout + done.stderr
+        kept = list((cache / "amp-suite").glob("mlflow-*-empty.db"))
+        assert len(kept) == 1 and kept[0].stat().st_size > 0
+        client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / name / 'mlflow.db'}")
+        experiments = client.search_experiments()
+        assert "Default" in {e.name for e in experiments}
+        assert len(client.search_runs([e.experiment_id for e in experiments])) == 7  # a parent and 6 cells
+    with sqlite3.connect(kept[0]) as connection:  # the cache holds no experiment, only the schema
+        assert connection.execute("SELECT count(*) FROM experiments").fetchone() == (0,)
+
+    unwritable = tmp_path / "not-a-folder"
+    unwritable.write_text("a file where the cache folder would be")
+    (tmp_path / "third").mkdir()
+    (tmp_path / "third" / "results.jsonl").write_text(fixture.read_text())
+    done = amp_suite("sync", str(tmp_path / "third"), cwd=tmp_path, env={"XDG_CACHE_HOME": str(unwritable)})
+    assert done.returncode == 0 and "6 added" in done.stdout, done.stdout + done.stderr

@@ -72,9 +72,8 @@ def test_a_server_that_accepts_but_never_answers_fails_in_seconds(tmp_path):
     assert "is not usable" in done.stderr and "timed out" in done.stderr
 
 
-OUTAGE_MATRIX = tiny_matrix(
+OUTAGE_MATRIX = tiny_matrix(  # four cells: the server dies after two, two more run past the outage
     name="outage",
-    repeats=2,
     precisions=["fp32", "bf16"],
     workloads=[
         {"workload": "mlp", "in_features": 16, "hidden": 32, "depth": 2, "batch_sizes": [8], "samples": 64,
@@ -109,7 +108,7 @@ def test_a_server_that_dies_mid_matrix_costs_seconds_and_sync_fills_it_in_once(m
     assert outage_s < reference_s + 20, (outage_s, reference_s)
     assert stdout.count("tracking: could not") == 1 and f"amp-suite sync {out} --tracking-uri {url}" in stdout
     records = read_records(out)
-    assert len(records) == 8 and {r["status"] for r in records} == {"ok", "diverged"}
+    assert len(records) == 4 and {r["status"] for r in records} == {"ok", "diverged"}
 
     url = mlflow_server.start()  # back, on the same store
     first = amp_suite("sync", str(out), "--tracking-uri", url, cwd=tmp_path)
@@ -125,6 +124,6 @@ def test_a_server_that_dies_mid_matrix_costs_seconds_and_sync_fills_it_in_once(m
     client = MlflowClient(tracking_uri=url)
     history = {c.info.run_id: len(client.get_metric_history(c.info.run_id, "train_loss")) for c in children}
     second = amp_suite("sync", str(out), "--tracking-uri", url, cwd=tmp_path)
-    assert second.returncode == 0 and "0 added, 0 completed, 8 already there" in second.stdout, second.stdout
-    assert [len(group) for group in runs_in(url, "outage")] == [1, 8]
+    assert second.returncode == 0 and "0 added, 0 completed, 4 already there" in second.stdout, second.stdout
+    assert [len(group) for group in runs_in(url, "outage")] == [1, 4]
     assert history == {c: len(client.get_metric_history(c, "train_loss")) for c in history}

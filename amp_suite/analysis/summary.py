@@ -355,9 +355,10 @@ _WORKLOAD = TypeAdapter(WorkloadConfig)
 
 @cache
 def _t_quantile(probability: float, degrees_of_freedom: int) -> float:
-    from scipy.stats import t  # only needed with repeats; scipy is slow to import
+    # Student's t quantile from scipy.special: scipy.stats would cost seconds to import on every run.
+    from scipy.special import stdtrit
 
-    return float(t.ppf(probability, degrees_of_freedom))
+    return float(stdtrit(degrees_of_freedom, probability))
 
 
 def _wide(interval: tuple[float, float] | None) -> bool:

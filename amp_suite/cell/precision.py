@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 import torch
 from torch import nn
 
-from amp_suite.config import PRECISIONS
+from amp_suite.config.precisions import PRECISIONS
 from amp_suite.hardware.capability import DeviceCaps
 
 # Every backend switch that can make "float32" mean TF32 (or bf16 on CPUs with AMX), in torch's

@@ -67,6 +67,8 @@ def warn(message: str) -> None:
 
 
 def resolve_device(choice: DeviceChoice) -> str:
+    if choice is DeviceChoice.cpu:
+        return "cpu"  # nothing to ask torch: the parent then never loads it (seconds saved per run)
     import warnings
 
     import torch  # checking for CUDA does not create a context in this process

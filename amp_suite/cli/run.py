@@ -176,6 +176,7 @@ def _run_matrix(
     try:
         given = open_tracker(tracking_uri) if tracking_uri else None  # run() found a server there
         with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
+            executor.start(cells)  # the folder is ours: cells' processes load torch while the store opens
             route_store_logs(out / "logs" / "tracking.log", tracking_uri)
             mirror = given or open_tracker(uri, run_folder=out)  # the folder's own store, once the folder is ours
             tracker = FailSafeTracker(mirror, display.warn, mask_credentials(catch_up))

@@ -25,6 +25,9 @@ RunOne = Callable[[CellSpec, Progress], CellRecord]  # runs a cell (or a probe o
 
 
 class Executor(Protocol):
+    def start(self, cells: Sequence[CellSpec]) -> None:
+        """Begin loading what these cells need, while the caller goes on (opening its store)."""
+
     def prepare(self, cells: Sequence[CellSpec]) -> list[str] | None: ...
     def unrunnable(self, spec: CellSpec) -> str | None: ...
     def runner(self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None) -> RunOne: ...
@@ -41,8 +44,13 @@ class OnThisBox:
         self.threads = threads_per_cell(len(self.devices)) if self.devices else None
         self.context: Context | None = None
 
+    def start(self, cells: Sequence[CellSpec]) -> None:
+        """The forkserver imports torch and the workloads (seconds) beside the parent's own start."""
+        self.context = cell_context(sorted({spec.workload.module for spec in cells}), start=True)
+
     def prepare(self, cells: Sequence[CellSpec]) -> list[str] | None:
-        self.context = cell_context(sorted({spec.workload.module for spec in cells}))
+        if self.context is None:
+            self.context = cell_context(sorted({spec.workload.module for spec in cells}))
         return self.devices
 
     def unrunnable(self, spec: CellSpec) -> str | None:
@@ -73,6 +81,9 @@ class OnFleet:
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.resources: dict[str, float] = {}
+
+    def start(self, cells: Sequence[CellSpec]) -> None:
+        pass  # the cluster's workers load what they need
 
     def prepare(self, cells: Sequence[CellSpec]) -> list[str] | None:
         self.resources = self.fleet.resources()  # the cluster as the run starts

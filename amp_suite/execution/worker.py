@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -53,9 +54,14 @@ class Cancelled(Exception):
     """The run is stopping: the cell's process was stopped and it has no record."""
 
 
-def cell_context(preload: Iterable[str]) -> Context:
+def cell_context(preload: Iterable[str], start: bool = False) -> Context:
+    """`start`: start the forkserver now, not at the first cell: its imports overlap the caller's."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["amp_suite.cell.run", *preload])
+    # torch._dynamo too: building a torch.optim optimizer imports it, which takes seconds; loaded once
+    # here, every cell forked from the server finds it loaded instead of paying that itself.
+    context.set_forkserver_preload(["amp_suite.cell.run", "torch._dynamo", *preload])
+    if start:
+        forkserver.ensure_running()  # returns at once; the server imports, then takes requests
     return context
 
 

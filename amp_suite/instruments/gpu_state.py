@@ -20,6 +20,8 @@ from typing import Any
 import torch
 
 from amp_suite.instruments.nvml import NVML_CLOCK_SM, NVML_TEMPERATURE_GPU, SLOWDOWNS, NvmlDevice, decode_reasons
+from amp_suite.records.results import CellRecord
+from amp_suite.records.schema import fields_of
 
 # NVML's cumulative violation counters (nvmlDeviceGetViolationStatus policies): time spent held
 # below the requested clocks by the power cap and by temperature.
@@ -28,10 +30,7 @@ VIOLATION_POLICIES = {"power_cap_violation": 0, "thermal_violation": 1}
 # shorter timed region its delta says more about the counter than about the steps.
 MIN_ENERGY_WINDOW_S = 1.0
 
-FIELDS = (
-    "energy_j", "energy_j_per_sample", "power_w", "sm_clock_mhz_start", "sm_clock_mhz_end",
-    "temperature_c_start", "temperature_c_end", "throttle_reasons", "throttled", "gpu_state_note",
-)  # fmt: skip
+FIELDS = fields_of(CellRecord, instrument="gpu_state")  # the record fields this instrument fills
 
 
 @dataclass

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from amp_suite.config import AUTO_BATCH, CellSpec, ParityConfig, Status
 from amp_suite.hardware.machine import Machine
 from amp_suite.records.jsonl import append_line, read_objects
+from amp_suite.records.schema import declared, measured
 
 
 class BatchSearch(BaseModel):
@@ -63,64 +64,76 @@ class CellRecord(BaseModel):
     steps: int
     warmup_steps: int
     seed: int
-    throughput: float | None = Field(None, description="training samples per second, measured steps only")
-    host_cpu_ms_per_step: float | None = Field(
-        None, description="CPU time of the cell's process per timed step, every thread (measure.HostCpuTime); None: DDP"
+    throughput: float | None = measured("samples/s", "training samples per second, measured steps only")
+    host_cpu_ms_per_step: float | None = measured(
+        "ms", "CPU time of the cell's process per timed step, every thread (measure.HostCpuTime); None: DDP"
     )
     throughput_windows: list[float] = Field(default_factory=list, description="samples/s in windows of the timed steps")
     throughput_spread: float | None = Field(None, description="(max - min) / median of throughput_windows")
     noisy: bool | None = Field(None, description="throughput_spread above config.NOISY_SPREAD")
-    flops_per_step: int | None = Field(None, description="forward + backward FLOPs of one batch (FlopCounterMode)")
-    host_syncs_per_step: int | None = Field(
-        None, description="times one training step made the host wait for the device (fp16's GradScaler: 1)"
+    flops_per_step: int | None = measured("FLOP", "forward + backward FLOPs of one batch (FlopCounterMode)")
+    host_syncs_per_step: int | None = measured(
+        "syncs", "times one training step made the host wait for the device (fp16's GradScaler: 1)"
     )
-    tflops: float | None = Field(None, description="achieved TFLOP/s over the measured steps")
+    tflops: float | None = measured("TFLOP/s", "achieved TFLOP/s over the measured steps")
     peak_tflops: float | None = Field(None, description="the GPU's dense datasheet peak for this math mode")
-    mfu: float | None = Field(
-        None, description="tflops / (peak_tflops x the cell's GPUs, a DDP cell's world size); None off a known peak"
+    mfu: float | None = measured(
+        "fraction", "tflops / (peak_tflops x the cell's GPUs, a DDP cell's world size); None off a known peak"
     )
-    warmup_s: float | None = Field(None, description="wall time of the warmup steps (torch.compile compiles in them)")
-    energy_j: float | None = Field(None, description="GPU energy over the timed steps (NVML counter delta)")
-    energy_j_per_sample: float | None = None
-    power_w: float | None = Field(None, description="average GPU power over the timed steps: energy / wall time")
-    sm_clock_mhz_start: int | None = Field(None, description="SM clock as the timed steps began (NVML)")
-    sm_clock_mhz_end: int | None = None
-    temperature_c_start: int | None = Field(None, description="GPU die temperature as the timed steps began")
-    temperature_c_end: int | None = None
-    throttle_reasons: list[str] | None = Field(None, description="slowdowns NVML reported during the timed steps")
-    throttled: bool | None = Field(None, description="the GPU ran below its clocks for power or heat while timed")
-    gpu_state_note: str | None = Field(None, description="which GPU readings were unavailable, and why")
-    step_time_ms_p50: float | None = Field(None, description="median training step (DDP: rank 0's, gradients synced)")
-    step_time_ms_p90: float | None = None
-    step_time_ms_mean: float | None = None
-    step_time_ms_stdev: float | None = None
-    world_size: int | None = Field(None, description="DDP: ranks, one device each (None: not data-parallel)")
+    warmup_s: float | None = measured("s", "wall time of the warmup steps (torch.compile compiles in them)")
+    energy_j: float | None = measured(
+        "J", "GPU energy over the timed steps (NVML counter delta)", instrument="gpu_state"
+    )
+    energy_j_per_sample: float | None = measured("J", instrument="gpu_state")
+    power_w: float | None = measured(
+        "W", "average GPU power over the timed steps: energy / wall time", instrument="gpu_state"
+    )
+    sm_clock_mhz_start: int | None = measured("MHz", "SM clock as the timed steps began (NVML)", instrument="gpu_state")
+    sm_clock_mhz_end: int | None = measured("MHz", instrument="gpu_state")
+    temperature_c_start: int | None = measured(
+        "°C", "GPU die temperature as the timed steps began", instrument="gpu_state"
+    )
+    temperature_c_end: int | None = measured("°C", instrument="gpu_state")
+    throttle_reasons: list[str] | None = declared(
+        "diagnostic", "slowdowns NVML reported during the timed steps", instrument="gpu_state"
+    )
+    throttled: bool | None = declared(
+        "diagnostic", "the GPU ran below its clocks for power or heat while timed", instrument="gpu_state"
+    )
+    gpu_state_note: str | None = declared(
+        "diagnostic", "which GPU readings were unavailable, and why", instrument="gpu_state"
+    )
+    step_time_ms_p50: float | None = measured("ms", "median training step (DDP: rank 0's, gradients synced)")
+    step_time_ms_p90: float | None = measured("ms")
+    step_time_ms_mean: float | None = measured("ms")
+    step_time_ms_stdev: float | None = measured("ms")
+    world_size: int | None = measured("ranks", "DDP: ranks, one device each (None: not data-parallel)")
     comm_hook: str | None = Field(None, description="DDP gradient compression: none (float32 all-reduce), fp16, bf16")
     ddp_backend: str | None = Field(None, description="DDP process group backend: nccl (GPUs) or gloo (CPU)")
     rank_threads: int | None = Field(None, description="DDP on a CPU: intra-op threads per rank (the cores, shared)")
-    step_time_ms_no_sync_p50: float | None = Field(
-        None, description="DDP: median step of the same batches inside no_sync() (no gradient all-reduce)"
+    step_time_ms_no_sync_p50: float | None = measured(
+        "ms", "DDP: median step of the same batches inside no_sync() (no gradient all-reduce)"
     )
-    step_time_ms_no_sync_mean: float | None = None
-    comm_share_raw: float | None = Field(
-        None, description="DDP: 1 - step_time_ms_no_sync_p50 / step_time_ms_p50 (negative: within noise)"
+    step_time_ms_no_sync_mean: float | None = measured("ms")
+    comm_share_raw: float | None = measured(
+        "fraction", "DDP: 1 - step_time_ms_no_sync_p50 / step_time_ms_p50 (negative: within noise)"
     )
-    comm_share: float | None = Field(
-        None, description="DDP: comm_share_raw clipped at 0: the step's share spent communicating"
+    comm_share: float | None = measured(
+        "fraction", "DDP: comm_share_raw clipped at 0: the step's share spent communicating"
     )
     rank_step_time_ms_p50: list[float] = Field(default_factory=list, description="DDP: each rank's median synced step")
-    peak_memory_mb: float | None = None
-    peak_memory_reserved_mb: float | None = None
+    peak_memory_mb: float | None = measured("MB")
+    peak_memory_reserved_mb: float | None = measured("MB")
     peak_memory_kind: str | None = None
     device_memory_mb: float | None = Field(None, description="the GPU's total memory; recorded when a cell hits oom")
-    final_loss: float | None = None
+    final_loss: float | None = measured("")
     val_metric_name: str | None = Field(None, description="the workload's primary validation metric")
-    val_metric: float | None = None
+    val_metric: float | None = measured("")
     val_higher_is_better: bool | None = None
-    val_loss: float | None = None
+    val_loss: float | None = measured("")
     val_metrics: dict[str, float] = Field(default_factory=dict)
-    grad_underflow_fraction: float | None = Field(
-        None, description="share of fp32 gradients below fp16's smallest subnormal, before training"
+    grad_underflow_fraction: float | None = measured(
+        "fraction", "share of fp32 gradients below fp16's smallest subnormal, before training"
     )
     dtype_audit: dict[str, Any] | None = Field(None, description="per-op dtypes of one step (diagnostics.dtype_audit)")
     diagnostics_batch_size: int | None = Field(
@@ -130,9 +143,9 @@ class CellRecord(BaseModel):
     data_fingerprint: str | None = None
     train_samples: int | None = None
     val_samples: int | None = None
-    loss_scale: float | None = None
-    skipped_steps: int | None = None
-    loss_scale_drops: int | None = None
+    loss_scale: float | None = measured("")
+    skipped_steps: int | None = measured("steps")
+    loss_scale_drops: int | None = measured("drops")
     loss_scale_warning: bool | None = Field(None, description="the scale kept dropping: persistent overflow")
     loss_scale_curve: list[float] = Field(default_factory=list, description="GradScaler's scale after every step")
     nonfinite_step: int | None = Field(None, description="first step (warmup included) with inf/NaN")
@@ -142,7 +155,7 @@ class CellRecord(BaseModel):
     batch_order_hash: str | None = None
     loss_curve: list[float] = Field(default_factory=list, description="loss per measured step")
     started_at: str = ""
-    duration_s: float | None = None
+    duration_s: float | None = measured("s")
     tracker_run_id: str | None = Field(None, description="the tracker's run mirroring this record (MLflow's run id)")
     log_path: str | None = None
     config: dict[str, Any] = Field(default_factory=dict)

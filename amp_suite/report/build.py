@@ -20,6 +20,7 @@ from amp_suite.config.precisions import TF32_BASELINE
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
 from amp_suite.hardware.machine import Machine
 from amp_suite.records.results import CellRecord, utc_now
+from amp_suite.records.schema import fields_of, unit_of
 from amp_suite.report.claims import ClaimResult, Evidence, judge_claims, thresholds_dict
 from amp_suite.report.references import Reference, ReferenceResult, match_references
 
@@ -86,6 +87,15 @@ class Row(BaseModel):
     hook_parity_delta: float | None = None
 
 
+class CellMeasures(BaseModel):
+    """One record's measured quantities: every field the record schema declares measured that it has."""
+
+    machine: str  # a machine id
+    cell_id: str
+    status: str
+    measured: dict[str, float]
+
+
 class Report(BaseModel):
     generated_at: str
     suite_version: str
@@ -99,6 +109,8 @@ class Report(BaseModel):
     rows: list[Row]
     references: list[ReferenceResult]
     claims: list[ClaimResult]
+    cells: list[CellMeasures] = Field(default_factory=list)  # each record's measured quantities
+    units: dict[str, str] = Field(default_factory=dict)  # of each quantity in `cells`, as the schema declares
     notes: list[str] = Field(default_factory=list)  # what a reader would otherwise have to guess
 
 
@@ -139,8 +151,25 @@ def build_report(
         rows=[_row(row, ids[row.machine], baseline) for row in summary],
         references=match_references(list(references), objects, summary, configs, ids),
         claims=judge_claims(evidence),
+        **_cells(records, ids),
         notes=_notes(summary, baseline),
     )
+
+
+def _cells(records: Sequence[CellRecord], ids: dict[str, str]) -> dict[str, Any]:
+    """Every record's measured quantities, and their units: what a new measured field adds to the
+    report without an edit here."""
+    names = fields_of(CellRecord, role="measured")
+    cells = [
+        CellMeasures(
+            machine=ids[machine_key(record)], cell_id=record.cell_id, status=record.status,
+            measured={name: value for name in names if (value := getattr(record, name)) is not None},
+        )
+        for record in records
+    ]  # fmt: skip
+    shown = {name for cell in cells for name in cell.measured}
+    units = {name: unit_of(CellRecord, name) or "" for name in names if name in shown}
+    return {"cells": cells, "units": units}
 
 
 def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:

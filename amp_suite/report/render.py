@@ -58,7 +58,30 @@ def sections(report: Report) -> list[Section]:
         found.append(_data_parallel(report, labels))
     found.append(_references(report, labels))
     found.append(_claims(report, labels))
+    if report.cells:
+        found.append(_cells(report, labels))
     return found
+
+
+def _cells(report: Report, labels: dict[str, str]) -> Section:
+    """One row per record, one column per measured quantity any record has (the record schema's)."""
+    names = list(report.units)
+    columns = [f"{name} ({unit})" if (unit := report.units[name]) else name for name in names]
+    headers = ("machine", "cell", "status", *columns)
+    rows = [
+        [labels[c.machine], c.cell_id, c.status, *(_quantity(c.measured.get(name)) for name in names)]
+        for c in report.cells
+        if c.measured  # a skipped cell measured nothing: the results tables above say why
+    ]
+    intro = (
+        "Every quantity each cell measured, as results.jsonl holds it: one row per record that measured"
+        " something ('-': not measured by that cell)."
+    )
+    return Section("Every cell's measurements", intro, headers, rows)
+
+
+def _quantity(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
 
 
 def _machines(report: Report) -> Section:

@@ -28,6 +28,8 @@ from amp_suite.analysis.summary import SummaryRow, group_key
 from amp_suite.records.invocations import InvocationStarted
 from amp_suite.records.jsonl import json_safe
 from amp_suite.records.results import CellRecord
+from amp_suite.records.schema import fields_of
+from amp_suite.tracking import empty_store
 from amp_suite.tracking.uri import artifact_root as default_artifact_root
 from amp_suite.tracking.uri import check_server_answers, for_mlflow, sqlite_database
 
@@ -37,15 +39,7 @@ TAG_COMPLETE = "amp_suite.complete"
 TAG_ENDED_BY = "amp_suite.ended_by"
 PARENT = "mlflow.parentRunId"
 RUN_STATUS = {"ok": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED"}
-METRIC_FIELDS = (
-    "throughput", "host_cpu_ms_per_step", "tflops", "mfu", "flops_per_step", "host_syncs_per_step",
-    "step_time_ms_p50", "step_time_ms_p90", "step_time_ms_mean", "step_time_ms_stdev",
-    "peak_memory_mb", "peak_memory_reserved_mb", "final_loss", "val_metric", "val_loss",
-    "grad_underflow_fraction", "loss_scale", "skipped_steps", "loss_scale_drops", "duration_s", "warmup_s",
-    "energy_j", "energy_j_per_sample", "power_w", "sm_clock_mhz_start", "sm_clock_mhz_end",
-    "temperature_c_start", "temperature_c_end",
-    "world_size", "comm_share", "comm_share_raw", "step_time_ms_no_sync_p50", "step_time_ms_no_sync_mean",
-)  # fmt: skip
+METRIC_FIELDS = fields_of(CellRecord, role="measured")  # every quantity a cell measured, as declared
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # not the GenAI view
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits
 MAX_TAGS_PER_CALL = 100
@@ -217,7 +211,10 @@ def _first_use(database: Path | None) -> Iterator[None]:
         return
     with open(database, "ab") as handle:  # SQLite takes an empty file as a new database
         fcntl.flock(handle, fcntl.LOCK_EX)
+        made_by_mlflow = handle.tell() == 0 and not empty_store.seed(handle)
         yield
+        if made_by_mlflow:
+            empty_store.keep(database)
 
 
 def matrix_params(config: dict[str, Any]) -> dict[str, Any]:
