@@ -20,8 +20,9 @@ $(VENV)/.installed: pyproject.toml constraints.txt locks/cu130.txt
 run: install  ## the matrix that fits this machine (GPU: default.yaml, else smoke.yaml) into $(OUT)/
 	$(BIN)/amp-suite run --out $(OUT)
 
-test: install  ## the whole suite, one worker per core (a test file stays on one worker: its module fixtures run once)
-	$(BIN)/python -m pytest -n auto --dist loadfile
+test: install  ## the whole suite: one worker per core (slow files first, shared fixtures once), then the tests marked alone
+	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not alone"
+	$(BIN)/python -m pytest -m alone
 
 lint: install
 	$(BIN)/ruff check amp_suite tests scripts

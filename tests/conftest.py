@@ -19,6 +19,25 @@ EXPERIMENTS = REPO / "experiments"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+# Files whose module-scoped fixtures run real matrices (or a Ray cluster): with `make test`'s
+# workers (pytest-xdist, --dist loadgroup) each such file stays on one worker, so its fixtures run once.
+SHARED_FIXTURES = {"test_cli_integration.py", "test_hostile_files.py", "test_hostile_text.py", "test_deploy.py"}
+# A local Ray cluster's scheduling waits time out when the machine is busy with the other workers:
+# `make test` runs these after the rest, on their own.
+ALONE = {"test_fleet.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with slow tests first, so that the workers finish together instead of waiting on the
+    last one; within a file the order stays as written (some tests rely on running last)."""
+    for item in items:
+        if item.path.name in SHARED_FIXTURES:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+        if item.path.name in ALONE:
+            item.add_marker(pytest.mark.alone)
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # a stable sort
+
 
 def tiny_matrix(**overrides) -> dict:
     """A matrix small enough to run in seconds on a CPU."""

@@ -69,7 +69,7 @@ class LocalRayCluster:
         return [
             process
             for process in psutil.process_iter(["cmdline"])
-            if _session(process) == self.worker.pid and "forkserver" in " ".join(process.parent().cmdline() or [])
+            if _session(process) == self.worker.pid and "forkserver" in _parent_command(process)
         ]
 
     def stop(self) -> None:
@@ -77,6 +77,15 @@ class LocalRayCluster:
             self.kill_worker()
         subprocess.run([RAY, "stop", "--force"], env=self.env, capture_output=True, timeout=120)
         shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def _parent_command(process: psutil.Process) -> str:
+    """The parent's command line; "" where it has ended (a zombie, or gone) since the listing."""
+    try:
+        parent = process.parent()
+        return " ".join(parent.cmdline() or []) if parent else ""
+    except psutil.Error:
+        return ""
 
 
 def _session(process: psutil.Process) -> int | None:

@@ -117,3 +117,21 @@ def test_no_analysis_module_names_a_workload_or_a_precision():
         if isinstance(node, ast.Constant) and node.value in named
     ]
     assert not found, "\n".join(found)
+
+
+ORCHESTRATION = ("amp_suite.execution", "amp_suite.cli")  # runs cells; a cell never reaches back into it
+PARENT_SIDE = (*ORCHESTRATION, "amp_suite.records", "amp_suite.analysis")
+CHILD_SIDE = ("amp_suite.cell", "amp_suite.instruments")
+
+
+def test_the_process_boundary_is_the_package_boundary():
+    """The cell's process (cell/, instruments/) imports nothing of the parent's orchestration, and
+    the parent loads nothing of the cell's side (a worker imports the cell inside its child)."""
+    crossings = [
+        f"{name} imports {target}"
+        for name, tree in modules().items()
+        for target in imports_at_load(tree)
+        if (name.startswith(CHILD_SIDE) and target.startswith(ORCHESTRATION))
+        or (name.startswith(PARENT_SIDE) and target.startswith(CHILD_SIDE))
+    ]
+    assert not crossings, "\n".join(crossings)

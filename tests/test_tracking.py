@@ -182,7 +182,7 @@ def test_a_new_store_starts_from_the_empty_one_mlflow_made_first_and_is_a_whole_
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.jsonl").write_text(fixture.read_text())
         done = amp_suite("sync", str(tmp_path / name), cwd=tmp_path, env=env)
-        assert done.returncode == 0 and "6 added" in done.stdout, done.stdout + done.stderr
+        assert done.returncode == 0 and "6 added" in " ".join(done.stdout.split()), done.stdout + done.stderr
         kept = list((cache / "amp-suite").glob("mlflow-*-empty.db"))
         assert len(kept) == 1 and kept[0].stat().st_size > 0
         client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / name / 'mlflow.db'}")
@@ -197,4 +197,28 @@ def test_a_new_store_starts_from_the_empty_one_mlflow_made_first_and_is_a_whole_
     (tmp_path / "third").mkdir()
     (tmp_path / "third" / "results.jsonl").write_text(fixture.read_text())
     done = amp_suite("sync", str(tmp_path / "third"), cwd=tmp_path, env={"XDG_CACHE_HOME": str(unwritable)})
-    assert done.returncode == 0 and "6 added" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "6 added" in " ".join(done.stdout.split()), done.stdout + done.stderr
+
+
+class _Recorded:
+    """A tracker opened for a scheme of its own (only its opening matters here)."""
+
+    def __init__(self, uri: str, run_folder: Path | None) -> None:
+        self.uri, self.run_folder = uri, run_folder
+
+
+def _refuse(uri: str, run_folder: Path | None):
+    raise RuntimeError("no such store")
+
+
+def test_a_tracker_is_opened_by_its_uri_scheme_and_mlflow_takes_the_rest(monkeypatch, tmp_path):
+    import amp_suite.tracking as tracking
+    from amp_suite.tracking.mlflow_tracker import MlflowTracker
+
+    monkeypatch.setitem(tracking.TRACKERS, "recorded", "test_tracking:_Recorded")
+    monkeypatch.setitem(tracking.TRACKERS, "refused", "test_tracking:_refuse")
+    opened = tracking.open_tracker("Recorded://team/box", run_folder=tmp_path)
+    assert isinstance(opened, _Recorded) and (opened.uri, opened.run_folder) == ("Recorded://team/box", tmp_path)
+    assert isinstance(tracking.open_tracker(f"sqlite:///{tmp_path / 'mlflow.db'}"), MlflowTracker)
+    with pytest.raises(TrackingError, match="RuntimeError: no such store"):
+        tracking.open_tracker("refused://x")
