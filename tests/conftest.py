@@ -19,14 +19,16 @@ EXPERIMENTS = REPO / "experiments"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-# Files whose module-scoped fixtures run real matrices (or a Ray cluster): with `make test`'s
+# Files whose module-scoped fixtures run real matrices: with `make test`'s
 # workers (pytest-xdist, --dist loadgroup) each such file stays on one worker, so its fixtures run once.
-SHARED_FIXTURES = {"test_cli_integration.py", "test_hostile_files.py", "test_hostile_text.py", "test_deploy.py"}
-# A local Ray cluster's scheduling waits time out when the machine is busy with the other workers:
-# `make test` runs these after the rest, on their own.
-ALONE = {"test_fleet.py"}
+SHARED_FIXTURES = {"test_hostile_files.py", "test_hostile_text.py", "test_deploy.py"}
+# `make test` runs these after the rest, on their own: a local Ray cluster's scheduling waits time
+# out when the other workers keep the machine busy, and the benchmarks and the smoke matrix's time
+# budget measure the machine, which must not be shared while they do.
+ALONE = {"test_fleet.py", "test_bench_overhead.py", "test_cli_integration.py"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups and -m selects by the marks added here
 def pytest_collection_modifyitems(config, items):
     """Files with slow tests first, so that the workers finish together instead of waiting on the
     last one; within a file the order stays as written (some tests rely on running last)."""
