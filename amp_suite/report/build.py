@@ -114,6 +114,10 @@ class Report(BaseModel):
     notes: list[str] = Field(default_factory=list)  # what a reader would otherwise have to guess
 
 
+# The workloads whose config declares them matmul-heavy: what the tensor-core claim is judged on.
+MATMUL_HEAVY_WORKLOADS = tuple(name for name, known in WORKLOAD_CONFIG_BY_NAME.items() if known.matmul_heavy)
+
+
 def build_report(
     records: Sequence[CellRecord],
     references: Sequence[Reference],
@@ -134,7 +138,7 @@ def build_report(
             rows=[row for row in summary if row.machine == key],
             records=[r for r in records if machine_key(r) == key],
             matmul_heavy=frozenset(s for (k, s), config in configs.items() if k == key and _matmul_heavy(config)),
-            matmul_heavy_workloads=tuple(name for name, known in WORKLOAD_CONFIG_BY_NAME.items() if known.matmul_heavy),
+            matmul_heavy_workloads=MATMUL_HEAVY_WORKLOADS,
         )
         for key, machine in objects.items()
     }
