@@ -21,11 +21,11 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 # Files whose module-scoped fixtures run real matrices: with `make test`'s
 # workers (pytest-xdist, --dist loadgroup) each such file stays on one worker, so its fixtures run once.
-SHARED_FIXTURES = {"test_hostile_files.py", "test_hostile_text.py", "test_deploy.py"}
+SHARED_FIXTURES = {"test_hostile_files.py", "test_hostile_text.py", "test_deploy.py", "test_cli_integration.py"}
 # `make test` runs these after the rest, on their own: a local Ray cluster's scheduling waits time
-# out when the other workers keep the machine busy, and the benchmarks and the smoke matrix's time
-# budget measure the machine, which must not be shared while they do.
-ALONE = {"test_fleet.py", "test_bench_overhead.py", "test_cli_integration.py"}
+# out when the other workers keep the machine busy, and the smoke matrix's time budget measures the
+# machine, which must not be shared while it does.
+ALONE = {"test_fleet.py", "test_smoke.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups and -m selects by the marks added here
@@ -150,7 +150,10 @@ class MlflowServer:
                    "--backend-store-uri", f"sqlite:///{self.root / 'server.db'}",
                    "--artifacts-destination", str(self.root / "artifacts"), "--workers", "1"]  # fmt: skip
         log = (self.root / "server.log").open("a")
+        # Without MLflow's GenAI job runner: seven processes that each import MLflow, for features a
+        # training-run store never uses (amp_suite.tracking.ui_server says the same for `amp-suite ui`).
         self.process = subprocess.Popen(command, cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
+                                        env=os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
                                         start_new_session=True)  # fmt: skip
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90

@@ -29,10 +29,18 @@ class UiServerError(RuntimeError):
     """The server could not start, or stopped by itself; the message says why, in one line."""
 
 
+# One person reviews one run folder's SQLite store: one worker serves that, where MLflow's default
+# four import MLflow four times over (and write-contend on SQLite). Its job runner serves GenAI
+# features (judges, prompt optimisation) a training-run store never asks for, and starts seven
+# more processes that each import MLflow. Together: 8-14 s to the first page here, not 27-32 s.
+WORKERS = 1
+SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
 class UiServer:
     def __init__(self, store_uri: str, host: str, port: int, log: IO[bytes]) -> None:
         self.command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store_uri,
-                        "--host", host, "--port", str(port)]  # fmt: skip
+                        "--host", host, "--port", str(port), "--workers", str(WORKERS)]  # fmt: skip
         self.host, self.port, self.log = host, port, log
         self.process: subprocess.Popen | None = None
 
@@ -52,8 +60,9 @@ class UiServer:
     def start(self) -> None:
         # Its own process group: a stop takes down MLflow's workers with it.
         self.process = subprocess.Popen(
-            self.command, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+            self.command, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+            env=os.environ | SERVER_ENV, start_new_session=True,
+        )  # fmt: skip
 
     def wait_until_serving(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
