@@ -15,7 +15,7 @@ from amp_suite.config import Matrix
 from amp_suite.hardware.capability import cpu_caps
 from amp_suite.instruments.diagnostics.flops import count_step_flops
 from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
-from amp_suite.instruments.timers import PeakMemory
+from amp_suite.instruments.memory import PeakMemory
 
 CELLS = {c.precision: c for c in Matrix.model_validate(tiny_matrix(steps=6)).cells("cpu")}
 BF16_CPU = cpu_caps("test cpu", frozenset({"avx512_bf16"}))

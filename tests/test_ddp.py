@@ -199,7 +199,7 @@ RANK_OOM = """
 import os
 import torch
 import amp_suite.cell.loop
-import amp_suite.instruments.timers
+import amp_suite.instruments.memory
 
 
 def step(self, inputs, targets):
@@ -213,7 +213,7 @@ def memory_at_oom(device, error=None):
 
 
 amp_suite.cell.loop.Trainer.step = step
-amp_suite.instruments.timers.memory_at_oom = memory_at_oom
+amp_suite.instruments.memory.memory_at_oom = memory_at_oom
 """
 
 

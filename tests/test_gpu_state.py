@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from amp_suite.instruments import gpu_state, nvml
+from amp_suite.instruments import TimedRegion, gpu_state, nvml
 from amp_suite.instruments.gpu_state import FIELDS, GpuState
 
 CUDA = torch.device("cuda", 0)
@@ -71,7 +71,7 @@ def timed(nvml: FakeNvml, clock: list[float], seconds: float, **end_state) -> di
     with GpuState(CUDA, nvml) as state:
         clock[0] += seconds
         nvml.state.update(end_state)
-    return state.fields(samples=1000)
+    return state.fields(TimedRegion(steps=100, batch_size=10))
 
 
 def test_energy_power_clocks_and_temperature_over_the_timed_steps(clock):
@@ -122,4 +122,4 @@ def test_on_a_cpu_nothing_is_read_and_every_field_is_null():
     nvml.init_error = AssertionError("NVML must not be touched for a CPU cell")
     with GpuState(torch.device("cpu"), nvml) as state:
         pass
-    assert state.fields(samples=10) == dict.fromkeys(FIELDS)
+    assert state.fields(TimedRegion(steps=1, batch_size=10)) == dict.fromkeys(FIELDS)

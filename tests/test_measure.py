@@ -7,14 +7,11 @@ import time
 import pytest
 import torch
 
-from amp_suite.instruments.timers import (
-    CpuStepTimer,
-    CudaStepTimer,
-    HostCpuTime,
-    PeakMemory,
-    release_cached_blocks,
-    step_stats,
-)
+from amp_suite.instruments import TimedRegion, instrumented, region_instrument
+from amp_suite.instruments.memory import PeakMemory, release_cached_blocks
+from amp_suite.instruments.timers import CpuStepTimer, CudaStepTimer, HostCpuTime, step_stats
+from amp_suite.records.results import CellRecord
+from amp_suite.records.schema import fields_of, instruments_of
 
 
 def test_step_stats_percentiles():
@@ -57,7 +54,7 @@ def test_host_cpu_time_counts_work_not_waiting_and_logs_its_bounds(capsys):
 
 PEAK_PROBE = """
 import torch
-from amp_suite.instruments.timers import PeakMemory
+from amp_suite.instruments.memory import PeakMemory
 with PeakMemory(torch.device("cpu")) as small:
     torch.ones(1)
 with PeakMemory(torch.device("cpu")) as large:
@@ -154,3 +151,20 @@ def test_the_reserved_peak_is_the_trainings_own_only_when_the_diagnostics_cache_
         allocator.free(512 * mb)  # the timed steps reuse it
         allocator.allocate(512 * mb)
     assert memory.reserved_mb == reserved_mb
+
+
+def test_the_timed_region_enters_every_instrument_the_schema_names_and_each_fills_exactly_its_fields():
+    """A new measured quantity is its instrument plus its field: the pipeline finds the instrument
+    through the field's declaration, so an instrument that filled a field the schema gives to
+    another (or left one of its own out) would put a wrong figure in every record."""
+    names = instruments_of(CellRecord)
+    assert {"memory", "gpu_state"} <= set(names)
+    with instrumented(torch.device("cpu")) as readings:
+        torch.ones(1024).sum()
+    assert [type(i) for i in readings.instruments] == [region_instrument(name) for name in names]
+    for name, instrument in zip(names, readings.instruments, strict=True):
+        filled = instrument.fields(TimedRegion(steps=4, batch_size=8))
+        assert set(filled) == set(fields_of(CellRecord, instrument=name)), name
+    fields = readings.fields(TimedRegion(steps=4, batch_size=8))
+    assert fields["peak_memory_kind"].startswith("cpu_peak_rss") and fields["peak_memory_mb"] > 0
+    assert fields["energy_j"] is None  # a CPU: no NVML readings, not zeros

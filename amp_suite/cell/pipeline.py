@@ -2,8 +2,8 @@
 data-parallel cell (amp_suite.cell.ddp.rank), written once.
 
 prepare -> the policy's matmul check -> step diagnostics -> cached blocks released -> warmup ->
-the timed steps (peak memory, GPU state, host CPU time around them) -> evaluation -> the record's
-fields. A caller changes only what is its own: DDP wraps the trainer, starts the ranks' timed
+the timed steps (every instrument the record's schema names, and host CPU time, around them) ->
+evaluation -> the record's fields. A caller changes only what is its own: DDP wraps the trainer, starts the ranks' timed
 steps together, runs the diagnostics on rank 0, and adds its communication figures.
 """
 
@@ -23,21 +23,14 @@ from amp_suite.cell.loop import Trainer
 from amp_suite.cell.precision import PrecisionPolicy, make_policy
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
+from amp_suite.instruments import TimedRegion, instrumented
 from amp_suite.instruments.diagnostics.dtype_audit import audit_step
 from amp_suite.instruments.diagnostics.flops import count_step_flops
 from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
 from amp_suite.instruments.diagnostics.nonfinite import first_nonfinite_step
 from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
-from amp_suite.instruments.gpu_state import GpuState
-from amp_suite.instruments.timers import (
-    HostCpuTime,
-    PeakMemory,
-    Spread,
-    StepStats,
-    make_step_timer,
-    release_cached_blocks,
-    step_stats,
-)
+from amp_suite.instruments.memory import release_cached_blocks
+from amp_suite.instruments.timers import HostCpuTime, Spread, StepStats, make_step_timer, step_stats
 from amp_suite.workloads import Workload, build_workload
 from amp_suite.workloads.base import LoadedData
 
@@ -122,7 +115,9 @@ def measure_session(
     if before_timed is not None:
         before_timed()
     timer = make_step_timer(device, spec.steps)
-    with PeakMemory(device) as memory, GpuState(device) as gpu, HostCpuTime() as host_cpu:
+    # Every instrument the record's schema names (peak memory, the GPU's state), then the host's
+    # CPU clock innermost, so that it counts the steps and not the instruments' readings.
+    with instrumented(device) as readings, HostCpuTime() as host_cpu:
         measured = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
         times_ms, span_s = timer.read()  # synchronises once
     stats = step_stats(times_ms)
@@ -140,11 +135,11 @@ def measure_session(
         "host_syncs_per_step": host_syncs,
         # MFU divides FLOP/s by world size x one device's peak: the devices' together, as throughput.
         "tflops": None if flops is None else world * flops * spec.steps / span_s / 1e12,
-        **timed_fields(stats, Spread.of(times_ms, world * spec.batch_size), memory),
+        **timed_fields(stats, Spread.of(times_ms, world * spec.batch_size)),
         **trained_fields(session, loss_curve, validation),
         "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
         "batch_order_hash": order_hash(batches.order.cpu()),
-        **gpu.fields(spec.batch_size * spec.steps),  # this device and its own samples
+        **readings.fields(TimedRegion(spec.steps, spec.batch_size)),  # this device and its own samples
         **policy.telemetry(),
     }
     return Measured(fields, warmup, measured, trainer, stats)
@@ -179,8 +174,8 @@ def step_diagnostics(model: nn.Module, loss, policy: PrecisionPolicy, batches: D
     }
 
 
-def timed_fields(stats: StepStats, spread: Spread, memory: PeakMemory) -> dict[str, Any]:
-    """The record's view of the timed steps: their spread, step times and peak memory."""
+def timed_fields(stats: StepStats, spread: Spread) -> dict[str, Any]:
+    """The record's view of the timed steps: their spread and step times."""
     return {
         "throughput_windows": spread.windows,
         "throughput_spread": spread.spread,
@@ -189,9 +184,6 @@ def timed_fields(stats: StepStats, spread: Spread, memory: PeakMemory) -> dict[s
         "step_time_ms_p90": stats.p90_ms,
         "step_time_ms_mean": stats.mean_ms,
         "step_time_ms_stdev": stats.stdev_ms,
-        "peak_memory_mb": memory.peak_mb,
-        "peak_memory_reserved_mb": memory.reserved_mb,
-        "peak_memory_kind": memory.kind,
     }
 
 

@@ -1,3 +1,65 @@
-"""What a cell measures with: step timers and peak memory (`timers`), the GPU's clocks, power and
-throttling over the timed region (`gpu_state`, over `nvml`), and the one-step diagnostics
-(FLOPs, dtype audit, host syncs, non-finite values, gradient underflow)."""
+"""What a cell measures with: step timers and host CPU time (`timers`), peak memory (`memory`),
+the GPU's clocks, power and throttling over the timed region (`gpu_state`, over `nvml`), and the
+one-step diagnostics (FLOPs, dtype audit, host syncs, non-finite values, gradient underflow).
+
+The instruments around the timed steps are found from the record's schema: a field declared with
+`instrument="NAME"` is filled by `amp_suite.instruments.NAME.INSTRUMENT`, a context manager built
+from the device whose `fields(region)` gives that field. A new measured quantity is therefore its
+instrument module plus its field; the measurement pipeline enters every instrument the schema names.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from amp_suite.records.results import CellRecord
+from amp_suite.records.schema import instruments_of
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class TimedRegion:
+    """What an instrument may need to know of the steps it wrapped, to turn readings into fields."""
+
+    steps: int
+    batch_size: int  # this device's
+
+    @property
+    def samples(self) -> int:
+        return self.steps * self.batch_size
+
+
+class RegionInstrument(Protocol):
+    def __enter__(self) -> RegionInstrument: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def fields(self, region: TimedRegion) -> dict[str, Any]: ...
+
+
+def region_instrument(name: str) -> type[RegionInstrument]:
+    return importlib.import_module(f"amp_suite.instruments.{name}").INSTRUMENT
+
+
+class Readings:
+    """The instruments of one timed region, entered together; their fields once it has ended."""
+
+    def __init__(self, instruments: list[RegionInstrument]) -> None:
+        self.instruments = instruments
+
+    def fields(self, region: TimedRegion) -> dict[str, Any]:
+        return {key: value for instrument in self.instruments for key, value in instrument.fields(region).items()}
+
+
+@contextmanager
+def instrumented(device: torch.device) -> Iterator[Readings]:
+    """Every instrument the record's schema names, around the `with` block, in declaration order."""
+    instruments = [region_instrument(name)(device) for name in instruments_of(CellRecord)]
+    with ExitStack() as stack:
+        for instrument in instruments:
+            stack.enter_context(instrument)
+        yield Readings(instruments)

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from amp_suite.instruments import TimedRegion
 from amp_suite.instruments.nvml import NVML_CLOCK_SM, NVML_TEMPERATURE_GPU, SLOWDOWNS, NvmlDevice, decode_reasons
 from amp_suite.records.results import CellRecord
 from amp_suite.records.schema import fields_of
@@ -44,7 +45,7 @@ class Reading:
 
 
 class GpuState:
-    """Context manager around the timed steps; `fields(samples)` gives the record's fields."""
+    """Context manager around the timed steps; `fields(region)` gives the record's fields."""
 
     def __init__(self, device: torch.device, nvml: ModuleType | None = None) -> None:
         self.device = device
@@ -67,7 +68,7 @@ class GpuState:
         self.end = self._read()
         self._gpu.close()
 
-    def fields(self, samples: int) -> dict[str, Any]:
+    def fields(self, region: TimedRegion) -> dict[str, Any]:
         values: dict[str, Any] = dict.fromkeys(FIELDS)
         start, end = self.start, self.end
         if self._gpu is None or start is None or end is None:  # a CPU (all null), or NVML could not be opened
@@ -78,7 +79,7 @@ class GpuState:
         if start.energy_mj is not None and end.energy_mj is not None:
             if elapsed >= MIN_ENERGY_WINDOW_S:
                 energy_j = (end.energy_mj - start.energy_mj) / 1000
-                per_sample, power = energy_j / samples, energy_j / elapsed
+                per_sample, power = energy_j / region.samples, energy_j / elapsed
                 values |= {"energy_j": energy_j, "energy_j_per_sample": per_sample, "power_w": power}
             else:
                 notes.append(f"timed steps took {elapsed:.2f} s: too short for NVML's energy counter (>= 1 s)")
@@ -116,3 +117,6 @@ class GpuState:
             if status is not None:
                 reading.violations_ns[name] = int(status.violationTime)
         return reading
+
+
+INSTRUMENT = GpuState  # entered around the timed steps (amp_suite.instruments.instrumented)

@@ -66,7 +66,7 @@ class CellRecord(BaseModel):
     seed: int
     throughput: float | None = measured("samples/s", "training samples per second, measured steps only")
     host_cpu_ms_per_step: float | None = measured(
-        "ms", "CPU time of the cell's process per timed step, every thread (measure.HostCpuTime); None: DDP"
+        "ms", "CPU time of the cell's process per timed step, every thread (instruments.timers.HostCpuTime); None: DDP"
     )
     throughput_windows: list[float] = Field(default_factory=list, description="samples/s in windows of the timed steps")
     throughput_spread: float | None = Field(None, description="(max - min) / median of throughput_windows")
@@ -122,9 +122,11 @@ class CellRecord(BaseModel):
         "fraction", "DDP: comm_share_raw clipped at 0: the step's share spent communicating"
     )
     rank_step_time_ms_p50: list[float] = Field(default_factory=list, description="DDP: each rank's median synced step")
-    peak_memory_mb: float | None = measured("MB")
-    peak_memory_reserved_mb: float | None = measured("MB")
-    peak_memory_kind: str | None = None
+    peak_memory_mb: float | None = measured("MB", instrument="memory")
+    peak_memory_reserved_mb: float | None = measured("MB", instrument="memory")
+    peak_memory_kind: str | None = declared(
+        "diagnostic", "which peak: the CUDA allocator's or the resident set's", instrument="memory"
+    )
     device_memory_mb: float | None = Field(None, description="the GPU's total memory; recorded when a cell hits oom")
     final_loss: float | None = measured("")
     val_metric_name: str | None = Field(None, description="the workload's primary validation metric")

@@ -46,3 +46,9 @@ def fields_of(model: type[BaseModel], *, role: Role | None = None, instrument: s
 
 def unit_of(model: type[BaseModel], name: str) -> str | None:
     return _extra(model, name).get("unit")
+
+
+def instruments_of(model: type[BaseModel]) -> tuple[str, ...]:
+    """The instruments that fill the model's fields, in the order their first field is declared."""
+    named = (_extra(model, name).get("instrument") for name in model.model_fields)
+    return tuple(dict.fromkeys(name for name in named if name))

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from amp_suite.config import CellSpec
-from amp_suite.instruments.timers import ForwardedOutOfMemoryError
+from amp_suite.instruments.memory import ForwardedOutOfMemoryError
 
 RENDEZVOUS_TIMEOUT_S = 120  # every rank imports torch before it joins; a loaded 2-core box takes ~10 s
 SHUTDOWN_TIMEOUT_S = 5  # a rank stopped by the agent gets this long before SIGKILL (the worker gets 5 s too)

@@ -30,7 +30,8 @@ from amp_suite.cell.pipeline import Curves, cudnn_autotune, first_bad_step, meas
 from amp_suite.cell.precision import PrecisionPolicy, make_policy
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
-from amp_suite.instruments.timers import make_step_timer, memory_at_oom, step_stats
+from amp_suite.instruments.memory import memory_at_oom
+from amp_suite.instruments.timers import make_step_timer, step_stats
 from amp_suite.records.results import describe_error
 from amp_suite.signals import stop_with_parent
 
