@@ -11,7 +11,7 @@ from datetime import datetime
 import psutil
 import pytest
 import yaml
-from conftest import amp_suite, tiny_matrix
+from conftest import amp_suite, runs_in, tiny_matrix
 
 from amp_suite.config import ConfigError, Matrix
 from amp_suite.execution.executors import OnThisBox
@@ -207,3 +207,57 @@ def test_a_malformed_gpus_is_refused_before_torch_loads(tmp_path):
     result = amp_suite("run", "--matrix", str(matrix), "--out", str(tmp_path / "out"), "--gpus", "0,x", cwd=tmp_path)
     assert result.returncode == 2 and "--gpus: give all" in result.stderr
     assert time.monotonic() - clock < 10
+
+
+# Loaded by every process of the run through PYTHONPATH: the suite's own process (`python -m
+# amp_suite`) sees three GPUs; its forkserver (`python -c`), and so every cell, keeps torch as it is
+# and runs the cell it is handed on the CPU. What the CLI does with --gpus is real: it counts the
+# GPUs, hands each cell its own through CUDA_VISIBLE_DEVICES and a share of the cores, runs them side
+# by side and records them from its threads; only where the training happens is stood in for.
+THREE_STAND_IN_GPUS = """
+import sys
+
+if sys.argv[:1] != ["-c"]:
+    import torch
+
+    torch.cuda.is_available = lambda: True
+    torch.cuda.device_count = lambda: 3
+else:
+    import amp_suite.cell.run
+
+    on_the_gpu = amp_suite.cell.run.run_cell
+
+    def run_cell(spec, *args, **kwargs):
+        assert spec.device == "cuda"  # the suite sent it to a GPU
+        return on_the_gpu(spec.model_copy(update={"device": "cpu"}), *args, **kwargs)
+
+    amp_suite.cell.run.run_cell = run_cell
+"""
+
+
+def _with_three_gpus(tmp_path) -> dict[str, str]:
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "sitecustomize.py").write_text(THREE_STAND_IN_GPUS)
+    return {"PYTHONPATH": str(tmp_path / "hooks")}
+
+
+@pytest.mark.slow
+def test_gpus_through_the_cli_runs_each_cell_once_on_a_gpu_of_its_own_side_by_side(tmp_path):
+    matrix = write_matrix(tmp_path, tiny_matrix(name="gpus", precisions=["fp32"], repeats=3, steps=300))
+    out, three_gpus = tmp_path / "out", _with_three_gpus(tmp_path)
+    done = amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--gpus", "all", cwd=tmp_path, env=three_gpus)
+    assert done.returncode == 0, done.stdout + done.stderr
+    directory = RunDirectory(out)
+    records, unreadable = directory.results.read()
+    assert unreadable == 0 and sorted(r.cell_id for r in records) == [f"mlp/bs8/seed{s}/fp32" for s in range(3)]
+    assert {r.status for r in records} == {"ok"}
+    assert sorted(r.environment["cuda_visible_devices"] for r in records) == STAND_INS  # one GPU each
+    assert {r.environment["torch_threads"] for r in records} == {max(1, psutil.cpu_count() // 3)}
+    assert _most_at_once(records) >= 2  # side by side
+    parents, children = runs_in(f"sqlite:///{out / 'mlflow.db'}", "gpus")
+    assert len(parents) == 1 and sorted(c.data.tags["cell_id"] for c in children) == sorted(r.cell_id for r in records)
+
+    more = amp_suite("run", "--matrix", str(matrix), "--out", str(tmp_path / "more"), "--gpus", "4", cwd=tmp_path,
+                     env=three_gpus)  # fmt: skip
+    assert more.returncode == 2 and "only 3 GPU" in more.stderr, more.stderr
+    assert len(more.stderr.strip().splitlines()) == 1 and not (tmp_path / "more").exists()
