@@ -167,21 +167,18 @@ amp_suite.execution.batch_search.unsupported_reason = lambda device: None
 """
 
 
-def test_a_precision_the_device_cannot_run_is_skipped_with_the_probes_reason(tmp_path):
-    # tf32 needs compute capability 8.0, as on a V100 or T4; on a CPU it is skipped the same way.
-    done, records = run_auto(tmp_path, REPORTS_OOM, ["tf32"], MLP)
-    tf32 = records["tf32"]
-    assert (tf32["status"], done.returncode) == ("skipped", 0), done.stdout + done.stderr
-    assert tf32["reason"].startswith("TF32 needs an NVIDIA GPU") and tf32["batch_search"]["probes"] == [[8, "skipped"]]
-
-
 @pytest.mark.slow
-def test_the_search_stops_at_the_real_training_set_when_samples_asks_for_more(tmp_path):
-    # digits' training split has 1,437 samples; `samples` is only a cap on real data.
-    done, records = run_auto(tmp_path, REPORTS_OOM, ["fp32"], {**MLP, "samples": 2048})
+def test_the_search_ends_where_the_device_cannot_run_the_mode_and_at_the_real_training_set(tmp_path):
+    """One run, two ends of a search. tf32 needs compute capability 8.0, as on a V100 or T4; on a CPU
+    it is skipped the same way, at its first probe. digits' training split has 1,437 samples, and
+    `samples` is only a cap on real data: fp32's search stops there, not at 2,048."""
+    done, records = run_auto(tmp_path, REPORTS_OOM, ["fp32", "tf32"], {**MLP, "samples": 2048})
+    assert done.returncode == 0, done.stdout + done.stderr
+    tf32 = records["tf32"]
+    assert tf32["status"] == "skipped" and tf32["reason"].startswith("TF32 needs an NVIDIA GPU")
+    assert tf32["batch_search"]["probes"] == [[8, "skipped"]]
     fp32 = records["fp32"]
-    assert (fp32["status"], done.returncode) == ("ok", 0), done.stdout + done.stderr
-    assert fp32["train_samples"] == fp32["batch_size"] == 1437
+    assert fp32["status"] == "ok" and fp32["train_samples"] == fp32["batch_size"] == 1437
     search = fp32["batch_search"]
     assert (search["limited_by"], search["failure"]) == ("samples", None)
     assert max(batch for batch, _ in search["probes"]) == 1437
