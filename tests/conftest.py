@@ -21,7 +21,10 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 # Files whose module-scoped fixtures run real matrices: with `make test`'s
 # workers (pytest-xdist, --dist loadgroup) each such file stays on one worker, so its fixtures run once.
-SHARED_FIXTURES = {"test_hostile_files.py", "test_hostile_text.py", "test_deploy.py", "test_cli_integration.py"}
+SHARED_FIXTURES = {
+    "test_hostile_files.py", "test_hostile_text.py", "test_deploy.py", "test_cli_integration.py",
+    "test_reliability.py", "test_tracking_server.py",
+}  # fmt: skip
 # `make test` runs these after the rest, on their own: a local Ray cluster's scheduling waits time
 # out when the other workers keep the machine busy, and the smoke matrix's time budget measures the
 # machine, which must not be shared while it does.
@@ -39,6 +42,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.alone)
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)  # a stable sort
+
+
+def pytest_collection_finish(session):
+    """A worker of `make test` (--dist loadgroup) whose files of shared fixtures lost their group
+    would run their matrices on both workers, unnoticed but for the time: refuse to go on."""
+    if session.config.getoption("loadgroup", False):  # what xdist sets on a worker for --dist loadgroup
+        shared = [item.nodeid for item in session.items if item.path.name in SHARED_FIXTURES]
+        if ungrouped := [nodeid for nodeid in shared if "@" not in nodeid]:
+            raise pytest.UsageError(f"xdist ignored the xdist_group of {ungrouped[0]} (pytest-xdist issue 1386)")
 
 
 def tiny_matrix(**overrides) -> dict:
@@ -70,9 +82,16 @@ def gpu() -> None:
 # -- the CLI as users run it: a subprocess, real files, a real MLflow store ------------------
 
 
+# Under `make test`'s workers (pytest-xdist) two runs share the two cores. A cell with torch's
+# default of a thread per core would then have its OpenMP threads spin-wait on each other, and a
+# 1 ms step take 20-40 ms: one thread each keeps a cell at the speed of a quiet core. The tests that
+# run alone (conftest.ALONE: the smoke matrix's time budget) keep torch's default, as users have it.
+SHARED_CORES = {"OMP_NUM_THREADS": "1"} if os.environ.get("PYTEST_XDIST_WORKER") else {}
+
+
 def cli_env(env: dict[str, str] | None = None) -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AMP_SUITE_"))}
-    return clean | (env or {})
+    return SHARED_CORES | clean | (env or {})
 
 
 def amp_suite(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600):

@@ -31,6 +31,13 @@ pytestmark = pytest.mark.slow
 
 MLP = tiny_matrix()["workloads"][0]
 SLOW = {**MLP, "samples": 256}  # with 3,000 steps a cell takes seconds: long enough to act mid-run
+# A slow cell's torch computes on one thread. With torch's default (a thread per core) on a box
+# that other processes keep busy, the threads wait on each other and a 1 ms step takes 20-30 ms:
+# the cells' length would follow the load (a slow test here took two minutes), not the steps.
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+# Runs that finish name the device: with auto, the CLI imports torch to look for a GPU before its
+# cells' forkserver starts (a second or more per run); the cells here run on the CPU anyway.
+CPU = ("--device", "cpu")
 
 
 def _matrix(folder: Path, **overrides) -> Path:
@@ -44,7 +51,7 @@ def finished(tmp_path_factory) -> Path:
     """A run folder of one fp32 cell of a two-precision matrix (bf16 is left for --resume)."""
     root = tmp_path_factory.mktemp("finished")
     matrix = _matrix(root, precisions=["fp32", "bf16"])
-    done = amp_suite("run", "--matrix", str(matrix), "--out", str(root / "out"), "--precisions", "fp32", cwd=root)
+    done = amp_suite("run", "--matrix", str(matrix), "--out", str(root / "out"), "--precisions", "fp32", *CPU, cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
     return root
 
@@ -77,46 +84,6 @@ def test_sync_refuses_a_record_file_that_is_not_a_regular_file(tmp_path, name, k
     assert not (out / "mlflow.db").exists()  # refused before any store was made
 
 
-def test_lines_no_record_has_are_skipped_by_run_resume_and_report(finished, tmp_path):
-    out = _copy(finished, tmp_path)
-    good = (out / "results.jsonl").read_text()
-    record = json.loads(good)
-    nan_ok = {**record, "record_id": "nan-ok", "throughput": "NaN"}  # claims ok, measured nothing
-    hostile = [
-        "[" * 100_000 + "]" * 100_000,  # RecursionError in the JSON parser
-        json.dumps({"nested": json.loads("[" * 40 + "]" * 40)}),  # parses, deeper than any record
-        json.dumps(nan_ok),
-    ]
-    (out / "results.jsonl").write_text("\n".join(hostile) + "\n" + good)
-    matrix = _matrix(tmp_path, precisions=["fp32"])
-    done = amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--resume", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr and "3 unreadable line(s)" in done.stdout, done.stdout
-    assert "1 cell(s) already ok" in done.stdout  # the good record, not the NaN one
-
-    done = amp_suite("report", str(out), "--format", "json", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "3 unreadable line(s) or run(s) skipped" in done.stdout
-    assert json.loads((out / "report" / "report.json").read_text())["records"] == 1
-
-
-def test_sync_says_what_it_skipped_and_syncs_only_the_first_of_conflicting_records(finished, tmp_path):
-    out = _copy(finished, tmp_path)
-    line = (out / "results.jsonl").read_text()
-    record = json.loads(line)
-    conflicting = json.dumps({**record, "throughput": record["throughput"] * 100})  # same record_id
-    with (out / "results.jsonl").open("a") as results:
-        results.write("not json\n" + line + conflicting + "\n")
-    store = f"sqlite:///{tmp_path / 'team.db'}"
-    done = amp_suite("sync", str(out), "--tracking-uri", store, cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 records: 1 added" in done.stdout
-    assert "1 unreadable line(s) skipped" in done.stderr and "1 repeated record(s) counted once" in done.stderr
-    assert "1 record(s) reuse an earlier record's record_id with other content" in done.stderr
-    _, children = runs_in(store, "hostile")
-    assert [c.data.metrics["throughput"] for c in children] == [pytest.approx(record["throughput"])]
-
-
 def test_a_store_mlflow_cannot_open_is_one_line_not_a_traceback(finished, tmp_path):
     import sqlite3
 
@@ -131,18 +98,42 @@ def test_a_store_mlflow_cannot_open_is_one_line_not_a_traceback(finished, tmp_pa
 # -- a folder is self-contained wherever it moves --------------------------------------------------
 
 
-def test_resume_and_sync_in_a_copied_folder_write_into_the_copy_only(finished, tmp_path):
+def test_resume_in_a_copied_folder_skips_lines_no_record_has_and_writes_into_the_copy_only(finished, tmp_path):
+    """One resumed run serves two cases (a run costs seconds of start-up): lines no record has are
+    skipped by run --resume and by report, and a copied folder's run writes into the copy only."""
     original = finished / "out"
     before = _snapshot(original / "mlartifacts")
-    copy = _copy(finished, tmp_path)
-    done = amp_suite("run", "--matrix", str(_matrix(tmp_path, precisions=["fp32", "bf16"])), "--out", str(copy),
-                     "--resume", cwd=tmp_path)  # fmt: skip
+    out = _copy(finished, tmp_path)
+    good = (out / "results.jsonl").read_text()
+    record = json.loads(good)
+    nan_ok = {**record, "record_id": "nan-ok", "throughput": "NaN"}  # claims ok, measured nothing
+    hostile = [
+        "[" * 100_000 + "]" * 100_000,  # RecursionError in the JSON parser
+        json.dumps({"nested": json.loads("[" * 40 + "]" * 40)}),  # parses, deeper than any record
+        json.dumps(nan_ok),
+    ]
+    (out / "results.jsonl").write_text("\n".join(hostile) + "\n" + good)
+    matrix = _matrix(tmp_path, precisions=["fp32", "bf16"])  # fp32 is resumed; bf16 runs, in the copy
+    done = amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--resume", *CPU, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    bf16 = next(r for r in read_records(copy) if r["precision"] == "bf16")
-    assert (copy / "mlartifacts").is_dir() and any((copy / "mlartifacts").rglob("record.json"))
-    assert bf16["tracker_run_id"] in {p.name for p in (copy / "mlartifacts").rglob("*") if p.is_dir()}
+    assert "Traceback" not in done.stderr and "3 unreadable line(s)" in done.stdout, done.stdout
+    assert "1 cell(s) already ok" in done.stdout  # the good record, not the NaN one
+    bf16 = json.loads((out / "results.jsonl").read_text().splitlines()[-1])  # below the lines no parser reads
+    assert bf16["precision"] == "bf16" and bf16["status"] == "ok", bf16
+    assert (out / "mlartifacts").is_dir() and any((out / "mlartifacts").rglob("record.json"))
+    assert bf16["tracker_run_id"] in {p.name for p in (out / "mlartifacts").rglob("*") if p.is_dir()}
 
-    again = _copy(finished, tmp_path, "second-copy")  # a record the copy's store has not seen: sync adds it
+    done = amp_suite("report", str(out), "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 unreadable line(s) or run(s) skipped" in done.stdout
+    assert json.loads((out / "report" / "report.json").read_text())["records"] == 2  # fp32's and bf16's, not NaN's
+    assert _snapshot(original / "mlartifacts") == before  # the original is untouched
+
+
+def test_sync_in_a_copied_folder_writes_into_the_copy_only(finished, tmp_path):
+    original = finished / "out"
+    before = _snapshot(original / "mlartifacts")
+    again = _copy(finished, tmp_path)  # a record the copy's store has not seen: sync adds it
     extra = {**read_records(again)[0], "record_id": "added-by-hand", "started_at": "2026-12-01T00:00:00+00:00"}
     with (again / "results.jsonl").open("a") as results:
         results.write(json.dumps(extra) + "\n")
@@ -155,9 +146,15 @@ def test_resume_and_sync_in_a_copied_folder_write_into_the_copy_only(finished, t
 # -- one new store, two users at once --------------------------------------------------------------
 
 
-def test_two_first_syncs_into_one_new_store_both_succeed(finished, tmp_path):
+def test_two_first_syncs_into_one_new_store_both_succeed_and_say_what_they_skipped(finished, tmp_path):
+    """Two syncs at once into a store neither has made yet. Box-a's records also hold a line that
+    is no record, a repeated record and a conflicting one: its sync says so and syncs the first."""
     folders = [_copy(finished, tmp_path, name) for name in ("box-a", "box-b")]
-    record = read_records(folders[1])[0]
+    line = (folders[0] / "results.jsonl").read_text()
+    record = json.loads(line)
+    conflicting = json.dumps({**record, "throughput": record["throughput"] * 100})  # same record_id
+    with (folders[0] / "results.jsonl").open("a") as results:
+        results.write("not json\n" + line + conflicting + "\n")
     for name in ("results.jsonl", "invocations.jsonl"):  # box-b's run is another run
         path = folders[1] / name
         text = path.read_text().replace(record["invocation_id"], "b" * 16)
@@ -166,8 +163,15 @@ def test_two_first_syncs_into_one_new_store_both_succeed(finished, tmp_path):
     syncs = [start_amp_suite("sync", str(folder), "--tracking-uri", store, cwd=tmp_path) for folder in folders]
     ended = [(sync.wait(timeout=180), *sync.communicate()) for sync in syncs]
     assert [code for code, _, _ in ended] == [0, 0], ended
+    (_, said, warned), (_, said_b, warned_b) = ended
+    assert "1 records: 1 added" in said and "1 records: 1 added" in said_b, ended
+    assert "1 unreadable line(s) skipped" in warned and "1 repeated record(s) counted once" in warned
+    assert "1 record(s) reuse an earlier record's record_id with other content" in warned
+    assert "unreadable" not in warned_b and "reuse" not in warned_b, warned_b  # box-b's records are all fine
     parents, children = runs_in(store, "hostile")
     assert len(parents) == 2 and len(children) == 2
+    # Box-a's child holds its first record, not the conflicting one (box-b's is the same measurement).
+    assert [c.data.metrics["throughput"] for c in children] == [pytest.approx(record["throughput"])] * 2
 
 
 # -- exit codes that tell the truth ------------------------------------------------------------------
@@ -267,7 +271,8 @@ def small_mount(tmp_path):
 def test_a_report_the_disk_cannot_hold_is_not_announced_and_fails_its_run(tmp_path, small_mount):
     out = tmp_path / "out"
     small_mount(out / "report", "8k")  # records and store have room; the report does not
-    done = amp_suite("run", "--matrix", str(_matrix(tmp_path, precisions=["fp32"])), "--out", str(out), cwd=tmp_path)
+    done = amp_suite("run", "--matrix", str(_matrix(tmp_path, precisions=["fp32"])), "--out", str(out), *CPU,
+                     cwd=tmp_path)  # fmt: skip
     assert done.returncode == 5, done.stdout + done.stderr
     assert "Report: not written" in done.stdout and "report.html" not in done.stdout
     assert "report: not written (OSError: [Errno 28] No space left on device" in done.stdout
@@ -285,7 +290,8 @@ def _start_slow_run(tmp_path: Path, precisions: list[str]) -> tuple[subprocess.P
     matrix = _matrix(tmp_path, precisions=precisions, steps=3000, workloads=[SLOW])
     out = tmp_path / "out"
     run = start_amp_suite("run", "--matrix", str(matrix), "--out", str(out), "--device", "cpu",
-                          "--tracking-uri", f"sqlite:///{tmp_path / 'store.db'}", cwd=tmp_path)  # fmt: skip
+                          "--tracking-uri", f"sqlite:///{tmp_path / 'store.db'}", cwd=tmp_path,
+                          env=ONE_THREAD)  # fmt: skip
     return run, out
 
 
@@ -341,8 +347,8 @@ def test_a_folder_deleted_under_the_run_is_not_called_intact(tmp_path):
 def test_a_worker_killed_mid_cell_is_recorded_under_the_machine_it_ran_on(tmp_path):
     run, out = _start_slow_run(tmp_path, ["fp32", "bf16"])
     log = out / "logs" / "mlp_bs8_seed0_bf16.log"
-    wait_for(log.exists, 180, "the second cell to start")
-    time.sleep(1.5)  # it has probed its device and is training
+    # It has probed its device and is training: the cell logs where its timed steps begin.
+    wait_for(lambda: log.exists() and "timed steps: begin" in log.read_text(), 180, "the second cell's timed steps")
     worker = wait_for(lambda: _holding(log), 30, "the cell's process")
     os.kill(worker, signal.SIGKILL)
     stdout, stderr = run.communicate(timeout=180)
