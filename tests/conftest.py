@@ -149,6 +149,11 @@ def embedded(out: Path) -> str:
     return f"sqlite:///{out / 'mlflow.db'}"
 
 
+def nested_runs(out: Path, experiment: str) -> tuple[list, list]:
+    """(parent runs, child runs) of an experiment in a run folder's own store."""
+    return runs_in(embedded(out), experiment)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -8,16 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import amp_suite, embedded, read_records, runs_in, tiny_matrix
+from conftest import amp_suite, embedded, nested_runs, read_records, tiny_matrix
 
 from amp_suite.records.results import CellRecord
 from amp_suite.records.schema import fields_of
 
 pytestmark = pytest.mark.slow
-
-
-def nested_runs(out: Path, experiment: str):
-    return runs_in(embedded(out), experiment)
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXPERIMENTS, amp_suite, embedded, read_records, runs_in
+from conftest import EXPERIMENTS, amp_suite, nested_runs, read_records
 
 pytestmark = pytest.mark.slow
-
-
-def nested_runs(out: Path, experiment: str):
-    return runs_in(embedded(out), experiment)
 
 
 @pytest.fixture(scope="module")
