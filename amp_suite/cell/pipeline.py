@@ -3,8 +3,9 @@ data-parallel cell (amp_suite.cell.ddp.rank), written once.
 
 prepare -> the policy's matmul check -> step diagnostics -> cached blocks released -> warmup ->
 the timed steps (every instrument the record's schema names, and host CPU time, around them) ->
-evaluation -> the record's fields. A caller changes only what is its own: DDP wraps the trainer, starts the ranks' timed
-steps together, runs the diagnostics on rank 0, and adds its communication figures.
+evaluation -> the record's fields. A caller changes only what is its own: DDP wraps the trainer,
+starts the ranks' timed steps together, runs the diagnostics on rank 0, and adds its communication
+figures.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from amp_suite.cell.loop import Trainer
 from amp_suite.cell.precision import PrecisionPolicy, make_policy
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
-from amp_suite.instruments import TimedRegion, instrumented
+from amp_suite.instruments import TimedRegion, instrumented, region_instruments
 from amp_suite.instruments.diagnostics.dtype_audit import audit_step
 from amp_suite.instruments.diagnostics.flops import count_step_flops
 from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
@@ -37,6 +38,8 @@ from amp_suite.workloads.base import LoadedData
 # progress(phase, steps done, steps in phase)
 Progress = Callable[[str, int, int], None]
 Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms) from Trainer.run
+# Resolved at import: the forkserver preloads this module, so no cell imports its instruments itself.
+REGION_INSTRUMENTS = region_instruments()
 DIAGNOSTIC_PARTS = 4  # the step diagnostics run on micro-batches of a quarter of the batch (step_diagnostics)
 
 
@@ -117,7 +120,7 @@ def measure_session(
     timer = make_step_timer(device, spec.steps)
     # Every instrument the record's schema names (peak memory, the GPU's state), then the host's
     # CPU clock innermost, so that it counts the steps and not the instruments' readings.
-    with instrumented(device) as readings, HostCpuTime() as host_cpu:
+    with instrumented(device, REGION_INSTRUMENTS) as readings, HostCpuTime() as host_cpu:
         measured = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
         times_ms, span_s = timer.read()  # synchronises once
     stats = step_stats(times_ms)

@@ -45,6 +45,11 @@ def region_instrument(name: str) -> type[RegionInstrument]:
     return importlib.import_module(f"amp_suite.instruments.{name}").INSTRUMENT
 
 
+def region_instruments() -> tuple[type[RegionInstrument], ...]:
+    """Every instrument the record's schema names, in declaration order."""
+    return tuple(region_instrument(name) for name in instruments_of(CellRecord))
+
+
 class Readings:
     """The instruments of one timed region, entered together; their fields once it has ended."""
 
@@ -56,9 +61,11 @@ class Readings:
 
 
 @contextmanager
-def instrumented(device: torch.device) -> Iterator[Readings]:
-    """Every instrument the record's schema names, around the `with` block, in declaration order."""
-    instruments = [region_instrument(name)(device) for name in instruments_of(CellRecord)]
+def instrumented(
+    device: torch.device, kinds: tuple[type[RegionInstrument], ...] | None = None
+) -> Iterator[Readings]:
+    """`kinds` (default: every instrument the record's schema names) around the `with` block."""
+    instruments = [kind(device) for kind in (region_instruments() if kinds is None else kinds)]
     with ExitStack() as stack:
         for instrument in instruments:
             stack.enter_context(instrument)
