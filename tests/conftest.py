@@ -26,9 +26,10 @@ SHARED_FIXTURES = {
     "test_reliability.py", "test_tracking_server.py",
 }  # fmt: skip
 # `make test` runs these after the rest, on their own: a local Ray cluster's scheduling waits time
-# out when the other workers keep the machine busy, and the smoke matrix's time budget measures the
-# machine, which must not be shared while it does.
-ALONE = {"test_fleet.py", "test_smoke.py"}
+# out when the other workers keep the machine busy, and the benchmarks and the smoke matrix's time
+# budget measure the machine, which must not be shared while they do (beside a worker, a lockstep
+# pair's suite side ran 2.7x as fast as its bare side).
+ALONE = {"test_fleet.py", "test_smoke.py", "test_bench_overhead.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups and -m selects by the marks added here
