@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import EXPERIMENTS, amp_suite, nested_runs, read_records
+from conftest import EXPERIMENTS, amp_suite, nested_runs, read_records, start_amp_suite
 
 pytestmark = pytest.mark.slow
 
@@ -21,8 +24,22 @@ pytestmark = pytest.mark.slow
 def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke")
     started = time.monotonic()
-    done = amp_suite("run", "--matrix", str(EXPERIMENTS / "smoke.yaml"), "--out", str(out), "--device", "cpu", cwd=out)
-    return out, done, time.monotonic() - started
+    matrix = str(EXPERIMENTS / "smoke.yaml")
+    process = start_amp_suite("run", "--matrix", matrix, "--out", str(out), "--device", "cpu", cwd=out)
+    exited_at = []
+    watcher = threading.Thread(target=lambda: exited_at.append(_exit_time(process)))
+    watcher.start()
+    stdout, stderr = process.communicate(timeout=600)  # returns at the end of its output: EOF on both pipes
+    output_ended = time.monotonic()
+    watcher.join()
+    done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    return out, done, time.monotonic() - started, output_ended - exited_at[0]
+
+
+def _exit_time(process: subprocess.Popen) -> float:
+    """When the CLI itself exited (WNOWAIT: observed, not reaped; communicate reaps it)."""
+    os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+    return time.monotonic()
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +56,11 @@ def children_by_cell(out: Path, experiment: str) -> dict:
 
 
 def test_smoke_matrix_covers_everything_within_three_minutes_report_included(smoke_run):
-    out, done, elapsed = smoke_run
+    out, done, elapsed, output_outlived_exit_s = smoke_run
     assert done.returncode == 0, done.stderr
     assert elapsed < 180, f"smoke matrix took {elapsed:.0f}s"
+    # Nothing the run started (its forkserver) holds the output open after it: `| tee` ends with it.
+    assert output_outlived_exit_s < 1.0, f"its output ended {output_outlived_exit_s:.2f}s after it exited"
     records = read_records(out)
     cells = {(r["workload"], r["precision"]): r for r in records if r["compile"] == "off"}
     assert len(cells) == 12 and len(records) == 12 + 4  # and the MLP compiled, in every precision

@@ -59,7 +59,8 @@ def cell_context(preload: Iterable[str], start: bool = False) -> Context:
     context = multiprocessing.get_context("forkserver")
     # torch._dynamo too: building a torch.optim optimizer imports it, which takes seconds; loaded once
     # here, every cell forked from the server finds it loaded instead of paying that itself.
-    context.set_forkserver_preload(["amp_suite.cell.run", "torch._dynamo", *preload])
+    # forkserver_exit last: its exit handler must run before those the other imports registered.
+    context.set_forkserver_preload(["amp_suite.cell.run", "torch._dynamo", *preload, "amp_suite.cell.forkserver_exit"])
     if start:
         forkserver.ensure_running()  # returns at once; the server imports, then takes requests
     return context
