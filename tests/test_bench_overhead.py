@@ -26,7 +26,9 @@ def test_a_lockstep_pair_compares_cpu_and_wall_time_and_a_missed_budget_exits_1(
     for mode in ("fp32", "fp16"):  # the final losses agreed, or the script would have stopped
         line = next(line for line in done.stdout.splitlines() if line.startswith(f"{mode}: "))
         cpu, wall = (float(x) for x in re.findall(r"(?:CPU|wall) time median ([0-9.]+)", line))
-        assert 0.2 < cpu < 5 and 0.2 < wall < 5, line  # ratios of real timings, not placeholders
+        # Ratios of real timings, not placeholders. One pair is one sample: a busy machine (another
+        # process beside the bare side) moved one to 5.4x, so the bounds only rule out the absurd.
+        assert 0.1 < cpu < 10 and 0.1 < wall < 10, line
     assert "fp16/fp32 speedup in CPU/wall time: suite" in done.stdout
     assert done.stdout.splitlines()[-1].startswith("overhead OVER -100% in fp32, fp16 (median")
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from conftest import amp_suite, embedded, nested_runs, read_records, tiny_matrix
 
+from amp_suite.hardware.machine import Machine
 from amp_suite.records.results import CellRecord
 from amp_suite.records.schema import fields_of
 
@@ -41,11 +42,13 @@ def test_every_cell_is_recorded_and_mirrored_as_a_nested_run(tiny_run):
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     by_id = {c.info.run_id: c for c in children}
-    assert set(by_id) == {r["tracker_run_id"] for r in records}
+    assert set(by_id) == {r["tracker_run_id"] for r in records if r["status"] != "skipped"}
     fp32 = by_id[records[0]["tracker_run_id"]]
-    # Every quantity the record declares measured, and that this cell measured, is a metric of its run.
+    # Every quantity the record declares measured, and that this cell measured, is a metric of its run;
+    # throughput in the workload's unit, named with it (the MLP's: samples/s, as the record holds it).
     measured = {key: records[0][key] for key in fields_of(CellRecord, role="measured") if records[0][key] is not None}
     assert {"throughput", "step_time_ms_p50", "peak_memory_mb", "final_loss", "flops_per_step"} <= set(measured)
+    measured["throughput_samples_per_s"] = measured.pop("throughput")
     assert {key: fp32.data.metrics.get(key) for key in measured} == pytest.approx(measured)
     assert fp32.data.params["workload.hidden"] == "32" and fp32.data.tags["env.torch"]
     assert "fp32" in done.stdout and "vs fp32" in done.stdout  # the summary table
@@ -95,7 +98,7 @@ def test_a_record_stands_alone_and_mlflow_is_built_for_review(tiny_run):
     parents, children = nested_runs(out, "tiny")  # a later test may have resumed into the folder
     parent = next(p for p in parents if p.data.tags["amp_suite.invocation_id"] == record["invocation_id"])
     host = record["machine"]["host"]
-    assert parent.info.run_name.startswith(f"{record['device_name']} @ {host} · tiny · ")
+    assert parent.info.run_name.startswith(f"{Machine(**record['machine']).label} · tiny · ")  # device, matrix
     assert parent.data.tags["host"] == host and parent.data.tags["env.torch"] == record["machine"]["torch"]
     assert not any(key.startswith("speedup/") for key in parent.data.metrics)  # no chart per metric name
     assert parent.data.metrics["system/cpu_utilization_percentage"] >= 0  # MLflow's system metrics, on the parent
@@ -109,6 +112,50 @@ def test_a_record_stands_alone_and_mlflow_is_built_for_review(tiny_run):
     assert bf16.data.tags["parity"] == "indicative" and bf16.data.metrics["speedup"] > 0
     found = client.search_runs([experiment.experiment_id], "tags.parity = 'indicative'")
     assert {r.info.run_id for r in found} >= {bf16.info.run_id}
+
+
+def test_mlflow_shows_what_differs_first_and_only_what_ran(tiny_run):
+    """The runs table as a reviewer meets it: names that differ early, skipped cells off the table
+    and listed on the parent, units in metric names, the cell's own params, its dataset, the
+    commit, and a parent that answers and compares."""
+    from mlflow.entities import ViewType
+
+    from mlflow import MlflowClient
+
+    root, _, _ = tiny_run
+    out = root / "out"
+    invocation = read_records(out)[0]["invocation_id"]  # the first run's (a later test may resume into the folder)
+    records = [r for r in read_records(out) if r["invocation_id"] == invocation]
+    client = MlflowClient(tracking_uri=embedded(out))
+    experiment = client.get_experiment_by_name("tiny").experiment_id
+    runs = client.search_runs([experiment], f"tags.`amp_suite.invocation_id` = '{invocation}'", ViewType.ALL)
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    skipped = {r["tracker_run_id"] for r in records if r["status"] == "skipped"}
+    assert skipped and len(children) == len(records)
+    for child in children:
+        if child.info.run_id in skipped:  # no FINISHED run holds a skipped cell: it is set aside
+            assert child.info.status != "FINISHED" and child.info.lifecycle_stage == "deleted"
+    shown = [c for c in children if c.info.lifecycle_stage == "active"]
+    assert all(c.info.status == "FINISHED" for c in shown)
+    assert len({c.info.run_name[:16] for c in children}) == len(children)  # precisions differ within 16 characters
+    assert all(c.info.run_name.startswith(c.data.params["precision"] + " · mlp · bs8") for c in children)
+    for child in shown:
+        assert any(re.fullmatch(r"throughput_(samples|images|tokens)_per_s", key) for key in child.data.metrics)
+        assert "throughput" not in child.data.metrics
+        params = child.data.params
+        assert not [k for k, v in params.items() if v == "None" or v.startswith("[")], params  # no filler, no sweeps
+        assert "workload.workload" not in params and params["workload"] == "mlp"
+        (dataset,) = [d.dataset for d in child.inputs.dataset_inputs]
+        assert dataset.digest == records[0]["data_fingerprint"] and "digits" in dataset.name
+        assert child.data.tags["mlflow.source.git.commit"] == records[0]["environment"]["git_commit"]
+    assert parent.data.tags["mlflow.source.git.commit"] == records[0]["environment"]["git_commit"]
+    assert parent.data.tags["mlflow.note.content"].startswith("**The answer**")
+    assert "- **mlp** (batch 8, eager): " in parent.data.tags["mlflow.note.content"]
+    assert all(r["cell_id"] in parent.data.tags["skipped_cells"] for r in records if r["status"] == "skipped")
+    statuses = {status: sum(r["status"] == status for r in records) for status in ("ok", "skipped")}
+    assert {k: parent.data.metrics[f"cells_{k}"] for k in statuses} == statuses
+    assert "mlp.best_speedup" in parent.data.metrics and parent.data.metrics["parity_failures"] == 0
 
 
 def bf16_child(children):

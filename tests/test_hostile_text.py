@@ -93,7 +93,7 @@ def reported(resumed):
 def test_report_cli_output_is_inert(reported):
     _, done = reported
     assert_inert(done, 0)
-    assert "Hostile CPU" in done.stdout and "[/]" in done.stdout
+    assert "Hostile # injected machine [/]" in done.stdout  # the label: the model without "CPU", on one line
 
 
 def test_cli_lines_carry_no_control_characters(reported, tmp_path):

@@ -45,8 +45,9 @@ CPU = ("--device", "cpu")
 
 
 def _statuses(out: Path, experiment: str) -> dict[str, str]:
+    """Each run's status, by its cell's id (children) or its name (parents)."""
     parents, children = runs_in(embedded(out), experiment)
-    return {run.info.run_name: run.info.status for run in parents + children}
+    return {run.data.tags.get("cell_id", run.info.run_name): run.info.status for run in parents + children}
 
 
 def read_records_lenient(out: Path) -> list[dict]:

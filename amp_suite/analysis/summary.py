@@ -53,6 +53,12 @@ class Parity:
     delta: float  # AMP mean minus fp32 mean, in the metric's units
     tolerance: float  # the largest degradation that still passes
     verdict: str  # "pass", "fail" or "indicative"
+    degradation: float = 0.0  # how much worse than fp32 (the delta, signed so that worse is positive)
+
+    @property
+    def beyond_tolerance(self) -> bool:
+        """Worse than the tolerance allows: a fail, or a one-seed ("indicative") delta that would fail."""
+        return self.verdict == "fail" or not self.degradation <= self.tolerance  # NaN: beyond
 
 
 def parity(amp: Sequence[float], fp32: Sequence[float], higher_is_better: bool, rule: ParityConfig) -> Parity | None:
@@ -62,11 +68,11 @@ def parity(amp: Sequence[float], fp32: Sequence[float], higher_is_better: bool, 
     degradation = -delta if higher_is_better else delta
     tolerance = rule.tolerance * abs(statistics.fmean(fp32))
     if not math.isfinite(degradation):  # a NaN or inf metric fails, even with one seed
-        return Parity(delta, tolerance, "fail")
+        return Parity(delta, tolerance, "fail", degradation)
     if len(fp32) < 2:
-        return Parity(delta, tolerance, "indicative")
+        return Parity(delta, tolerance, "indicative", degradation)
     tolerance = max(tolerance, rule.k * statistics.stdev(fp32))
-    return Parity(delta, tolerance, "pass" if degradation <= tolerance else "fail")
+    return Parity(delta, tolerance, "pass" if degradation <= tolerance else "fail", degradation)
 
 
 def paired_ratio(values: dict[int, float], baseline: dict[int, float]) -> float | None:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from amp_suite.analysis.answer import Answer
 from amp_suite.analysis.outcome import Outcome
 from amp_suite.analysis.summary import SummaryRow, natural_throughput
 from amp_suite.config import CellSpec
@@ -134,6 +135,24 @@ def _speedup(value: float | None, interval: tuple[float, float] | None) -> str:
     if value is None:
         return "-"
     return f"{value:.2f}x" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
+
+
+ACCURACY_STYLE = {"kept": "", "at risk": "yellow", "lost": "red", "not compared": ""}  # the sentence says which
+
+
+def print_answer(console: Console, answers: Sequence[Answer], labels: dict[str, str]) -> None:
+    """The answer, per machine: a line per comparison; where accuracy is at risk or lost, in colour."""
+    several_matrices = len({a.matrix for a in answers}) > 1
+    for machine in dict.fromkeys(a.machine for a in answers):
+        console.print(f"[bold]The answer on {plain(labels.get(machine, machine))}:[/]", highlight=False)
+        for a in (a for a in answers if a.machine == machine):
+            matrix = f", {a.matrix}" if several_matrices else ""
+            where = plain(f"{a.workload} (batch {a.batch}, {a.variant}{matrix})")
+            style = ACCURACY_STYLE[a.accuracy]
+            sentence = f"[{style}]{plain(a.sentence)}[/]" if style else plain(a.sentence)
+            console.print(f"  [bold]{where}[/]: {sentence}", highlight=False)
+            if a.rule_disagrees:
+                console.print(f"    [dim]{plain(a.rule_disagrees)}[/]", highlight=False)
 
 
 def print_outcome(console: Console, outcome: Outcome) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from amp_suite.analysis.outcome import ExitCode
-from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, fail, say, split_names, warn
+from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, console, fail, say, split_names, warn
 from amp_suite.config import ConfigError
 from amp_suite.paths import is_folder, shown
 from amp_suite.records.rundir import RunDirectory
@@ -47,6 +47,7 @@ def report(
     """Tables, figures, published references and the article's claims from records of one or many machines.
 
     Machines (device model and software stack) are never merged: each is its own column."""
+    from amp_suite.cli.display import print_answer
     from amp_suite.report import load_references, make_report
     from amp_suite.report.render import FORMATS
     from amp_suite.report.sources import check_sources, gather
@@ -92,6 +93,7 @@ def report(
         )
     for note in done.notes:
         say(f"note: {note}")
+    print_answer(console, done.answer, {m.id: m.label for m in done.machines})
     say(f"claims: {verdicts}; references: {matched}")
     for path in written:
         if path.parent == destination:

@@ -162,7 +162,8 @@ def deployment_environment() -> dict[str, object]:
 def _run_matrix(
     matrix: Matrix, cells, text: str, out: Path, tracking_uri, experiment: str, resume: bool, executor: Executor
 ) -> None:
-    from amp_suite.cli.display import RichDisplay, print_outcome, print_summary
+    from amp_suite.analysis.answer import answers
+    from amp_suite.cli.display import RichDisplay, print_answer, print_outcome, print_summary
     from amp_suite.execution.runner import MatrixRunner
     from amp_suite.records.jsonl import LineWriteError
     from amp_suite.signals import signal_of, stop_on_signals
@@ -198,6 +199,8 @@ def _run_matrix(
         ) from None
     kinds = sorted({r.peak_memory_kind for r in records if r.peak_memory_kind})
     print_summary(console, summary, f"{matrix.name}: {len(records)} cells", ", ".join(kinds) or None)
+    machines = {r.machine.key: r.machine for r in records if r.machine}
+    print_answer(console, answers(summary, machines), {key: m.label for key, m in machines.items()})
     report = runner.report_folder / "report.html" if runner.report_folder else "not written (see the warning above)"
     say(f"Results: {directory.results.path}   Report: {report}")
     say(f"MLflow: {uri}   (amp-suite ui --out {shlex.quote(str(out))})")

@@ -8,6 +8,7 @@ else stays apart: records of different keys are never averaged together.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -16,6 +17,8 @@ from amp_suite.hardware.capability import DeviceCaps, cuda_caps
 
 # Vendor words that say nothing about the model: "NVIDIA A100-SXM4-80GB" -> "A100-SXM4-80GB".
 VENDOR_PREFIXES = ("NVIDIA ", "Tesla ", "Quadro ", "GeForce ")
+# Words a CPU's model name carries that tell no model apart: trademarks, "CPU", and the clock.
+CPU_FILLER = re.compile(r"\((?:R|TM|tm)\)|\bCPU\b|\bProcessor\b|@\s*[\d.]+\s*GHz")
 
 
 class Machine(BaseModel):
@@ -65,11 +68,23 @@ class Machine(BaseModel):
         return " | ".join([*parts, f"torch {self.torch}"])
 
     @property
+    def caps(self) -> DeviceCaps | None:
+        """Its capabilities as the capability rule takes them; None where the record did not keep them."""
+        fast = (self.tensor_cores, self.fast_fp16, self.fast_bf16, self.tf32)
+        if any(flag is None for flag in fast):
+            return None
+        major, _, minor = (self.compute_capability or "").partition(".")
+        capability = (int(major), int(minor or 0)) if major.isdigit() else None
+        return DeviceCaps(self.device_type, self.device_name, capability, *fast)  # type: ignore[arg-type]
+
+    @property
     def model_name(self) -> str:
         """The device model without vendor words, as published tables name GPUs."""
         name = self.device_name
         for prefix in VENDOR_PREFIXES:
             name = name.removeprefix(prefix)
+        if self.device_type == "cpu":  # "Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz" -> "Intel Xeon Platinum 8370C"
+            name = " ".join(CPU_FILLER.sub(" ", name).split())
         return name
 
     @property

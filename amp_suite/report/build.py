@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 import amp_suite
+from amp_suite.analysis.answer import Answer, answers
 from amp_suite.analysis.summary import BASELINE, BASELINES, SummaryRow, machine_key, setup_key, summarize
 from amp_suite.config.precisions import TF32_BASELINE
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
@@ -106,6 +108,7 @@ class Report(BaseModel):
     unreadable: int  # lines or runs that could not be read as records
     thresholds: dict[str, float]  # the claims' thresholds
     machines: list[MachineEntry]
+    answer: list[Answer]  # per machine and comparison: the mode to train in, and why (amp_suite.analysis.answer)
     rows: list[Row]
     references: list[ReferenceResult]
     claims: list[ClaimResult]
@@ -152,6 +155,7 @@ def build_report(
         unreadable=unreadable,
         thresholds=thresholds_dict(),
         machines=list(machines.values()),
+        answer=[replace(a, machine=ids[a.machine]) for a in answers(summary, objects)],
         rows=[_row(row, ids[row.machine], baseline) for row in summary],
         references=match_references(list(references), objects, summary, configs, ids),
         claims=judge_claims(evidence),

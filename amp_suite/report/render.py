@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from amp_suite.config import NOISY_SPREAD
 from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, TF32_BASELINE
 from amp_suite.report.build import Report, Row
 from amp_suite.report.claims import CLAIMS
@@ -48,7 +49,8 @@ def write_report(report: Report, figures: Sequence[Figure], out: Path, formats: 
 
 def sections(report: Report) -> list[Section]:
     labels = {m.id: m.label for m in report.machines}
-    found = [_machines(report)]
+    found = [_answer(report, labels)] if report.answer else []
+    found.append(_machines(report))
     found += [_machine_rows(report, m.id, m.label) for m in report.machines]
     if len(report.machines) > 1:
         found.append(_across(report, labels))
@@ -61,6 +63,26 @@ def sections(report: Report) -> list[Section]:
     if report.cells:
         found.append(_cells(report, labels))
     return found
+
+
+def _answer(report: Report, labels: dict[str, str]) -> Section:
+    """Per machine and comparison: the mode to train in, and whether accuracy survives, in words."""
+    several_matrices = len({a.matrix for a in report.answer}) > 1
+    rows = [
+        [labels[a.machine], a.workload + (f" ({a.matrix})" if several_matrices else ""), a.batch, a.variant,
+         a.mode or "-", f"accuracy {a.accuracy}", a.sentence]
+        for a in report.answer
+    ]  # fmt: skip
+    disagreements = [
+        f"{labels[a.machine]}, {a.workload}: {a.rule_disagrees}" for a in report.answer if a.rule_disagrees
+    ]
+    intro = (
+        "Train in the fastest mode that beats fp32 beyond noise (its 95% interval above 1; with one seed, by more"
+        f" than {NOISY_SPREAD:.0%}) and keeps accuracy within its tolerance; fp32 where none does. Negative"
+        " controls are never recommended."
+    )
+    headers = ("machine", "workload", "batch", "variant", "train in", "accuracy", "the answer")
+    return Section("The answer", intro, headers, rows, disagreements)
 
 
 def _cells(report: Report, labels: dict[str, str]) -> Section:
@@ -307,6 +329,7 @@ def to_html(report: Report, figures: Sequence[Figure]) -> str:
 VERDICT_WORDS = (
     "supported", "contradicted", "not measured here", "reproduced", "not reproduced", "no matching run",
     "pass", "fail", "indicative", "ok", "skipped", "failed", "diverged", "oom",
+    "accuracy kept", "accuracy at risk", "accuracy lost", "accuracy not compared",
 )  # fmt: skip
 
 

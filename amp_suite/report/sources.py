@@ -99,7 +99,7 @@ def _experiment_records(experiment: str, tracking_uri: str | None) -> tuple[list
     from mlflow.exceptions import MlflowException
 
     from amp_suite.tracking.logs import route_store_logs
-    from amp_suite.tracking.mlflow_store import TAG_RECORD, MlflowStore
+    from amp_suite.tracking.mlflow_store import MlflowStore
 
     route_store_logs(None)  # a failing store is one line from the CLI, not MLflow's log dump
     try:
@@ -116,10 +116,7 @@ def _experiment_records(experiment: str, tracking_uri: str | None) -> tuple[list
     # A cell run without a readable record.json: often a moved folder whose store still points at
     # the old artifact path (`amp-suite ui --out FOLDER` repoints it).
     with tempfile.TemporaryDirectory(prefix="amp-suite-report-") as scratch:
-        # Oldest first, the order results.jsonl has them in (the store returns newest first).
-        for run in sorted(store.search(experiment_id), key=lambda run: run.info.start_time or 0):
-            if TAG_RECORD not in run.data.tags:
-                continue  # a parent run, or one amp-suite did not write
+        for run in store.cell_runs(experiment_id):  # oldest first, the order results.jsonl has them in
             try:
                 records.append(StoredRecord.model_validate(_record_of(store, run.info.run_id, Path(scratch))))
             except (OSError, ValueError, ValidationError, MlflowException):  # e.g. its artifacts are gone

@@ -24,7 +24,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from amp_suite.analysis.summary import SummaryRow, group_key
+from amp_suite.analysis.answer import answers
+from amp_suite.analysis.summary import SummaryRow, group_key, natural_throughput
+from amp_suite.config.precisions import MODE_BY_NAME
 from amp_suite.records.invocations import InvocationStarted
 from amp_suite.records.jsonl import json_safe
 from amp_suite.records.results import CellRecord
@@ -38,11 +40,15 @@ TAG_RECORD = "amp_suite.record_id"
 TAG_COMPLETE = "amp_suite.complete"
 TAG_ENDED_BY = "amp_suite.ended_by"
 PARENT = "mlflow.parentRunId"
-RUN_STATUS = {"ok": "FINISHED", "skipped": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED"}
+RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED"}  # skipped: set aside
 METRIC_FIELDS = fields_of(CellRecord, role="measured")  # every quantity a cell measured, as declared
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # not the GenAI view
+MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's own tags (mlflow.utils.mlflow_tags)
+MLFLOW_NOTE = "mlflow.note.content"  # a run's description in the UI
+MLFLOW_DATASET_CONTEXT = "mlflow.data.context"
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits
 MAX_TAGS_PER_CALL = 100
+MAX_TAG_LENGTH = 5000  # what every MLflow backend keeps of a tag's value
 
 
 class MlflowStore:
@@ -80,11 +86,21 @@ class MlflowStore:
             query += " and attributes.status = 'RUNNING'"
         return self.search(experiment_id, query)
 
-    def search(self, experiment_id: str, query: str = "") -> list[Any]:
+    def cell_runs(self, experiment_id: str) -> list[Any]:
+        """Every cell's run, oldest first: the active ones, and the skipped cells' runs set aside."""
+        runs = self.search(experiment_id, deleted_too=True)
+        cells = [r for r in runs if TAG_RECORD in r.data.tags]
+        cells = [r for r in cells if r.info.lifecycle_stage == "active" or r.data.tags.get("status") == "skipped"]
+        return sorted(cells, key=lambda run: run.info.start_time or 0)  # the store returns newest first
+
+    def search(self, experiment_id: str, query: str = "", deleted_too: bool = False) -> list[Any]:
         """Every run of the experiment that the query selects (all pages)."""
+        from mlflow.entities import ViewType
+
+        view = ViewType.ALL if deleted_too else ViewType.ACTIVE_ONLY
         runs, token = [], None
         while True:
-            page = self.client.search_runs([experiment_id], query, max_results=1000, page_token=token)
+            page = self.client.search_runs([experiment_id], query, view, max_results=1000, page_token=token)
             runs += list(page)
             token = page.token
             if not token:
@@ -99,7 +115,7 @@ class MlflowStore:
     def create_invocation_run(self, experiment_id: str, started: InvocationStarted) -> str:
         """The parent run of an invocation: named for its matrix and start, with the matrix."""
         params = matrix_params(started.matrix_config)
-        name = f"{started.host} · {started.matrix} · {_stamp(started.at)}"  # the GPU is named once known
+        name = f"{started.matrix} · {_stamp(started.at)} · {started.host}"  # the device is named once known
         run_id = self.create_parent(experiment_id, started.invocation_id, name, params)
         self.client.log_text(run_id, started.matrix_text, "matrix.yaml")
         return run_id
@@ -108,7 +124,7 @@ class MlflowStore:
         tags = {TAG_INVOCATION: invocation_id, TAG_RECORD: record_id, "cell_id": cell_id}
         if parent_id is not None:
             tags[PARENT] = parent_id
-        return self.client.create_run(experiment_id, run_name=cell_id, tags=tags).info.run_id
+        return self.client.create_run(experiment_id, run_name=child_run_name(cell_id), tags=tags).info.run_id
 
     # -- logging -----------------------------------------------------------------------------
 
@@ -116,6 +132,9 @@ class MlflowStore:
         """Everything a cell record says, as params, metrics, tags and artifacts."""
         stamp = _millis(record.started_at)
         metrics = [(key, getattr(record, key), 0) for key in METRIC_FIELDS if getattr(record, key) is not None]
+        throughput, unit = natural_throughput(record)
+        if throughput is not None:  # in the unit the report gives it, the unit in its name: throughput_tokens_per_s
+            metrics = [m for m in metrics if m[0] != "throughput"] + [(throughput_metric(unit), throughput, 0)]
         metrics += [(key, value, 0) for key, value in record.val_metrics.items() if key not in METRIC_FIELDS]
         metrics += [("train_loss", loss, record.warmup_steps + i) for i, loss in enumerate(record.loss_curve)]
         metrics += [("loss_scale_series", scale, step) for step, scale in enumerate(record.loss_scale_curve)]
@@ -127,14 +146,41 @@ class MlflowStore:
         if record.dtype_audit:
             tags.update({f"audit.{check}": ok for check, ok in record.dtype_audit["checks"].items()})
         tags.update({f"env.{key}": value for key, value in record.environment.items()})
-        params = {**_flatten(record.config), "workload": record.workload}  # by name: what the UI groups by
-        self._batch(run_id, params=params, tags=tags, metrics=metrics, timestamp=stamp)
+        if record.environment.get("git_commit"):  # where MLflow's UI looks for a run's source version
+            tags[MLFLOW_GIT_COMMIT] = record.environment["git_commit"]
+        self._batch(run_id, params=cell_params(record), tags=tags, metrics=metrics, timestamp=stamp)
+        if record.data_fingerprint is not None:
+            self._log_dataset(run_id, record)
         # The record as results.jsonl holds it: non-finite values as strings, like every line there.
         self.client.log_dict(run_id, json.loads(record.model_dump_json(exclude={"dtype_audit"})), "record.json")
         if record.dtype_audit:
             self.client.log_dict(run_id, record.dtype_audit, "dtype_audit.json")
         if log_file is not None and log_file.is_file():
             self.client.log_artifact(run_id, str(log_file), "logs")
+
+    def _log_dataset(self, run_id: str, record: CellRecord) -> None:
+        """The data the cell trained on as the run's dataset input, its fingerprint as the digest:
+        runs that saw the same data show the same dataset in the UI."""
+        e = self._entities
+        source = record.data_source or "unknown"
+        name = f"{record.workload}:{source}"
+        dataset = e.Dataset(name=name, digest=record.data_fingerprint, source_type="amp-suite", source=source)
+        context = e.InputTag(key=MLFLOW_DATASET_CONTEXT, value="train")
+        self.client.log_inputs(run_id, datasets=[e.DatasetInput(dataset=dataset, tags=[context])])
+
+    def finish_record(self, run_id: str, record: CellRecord) -> None:
+        """The last call for a logged record's run: completed with its status, or set aside if skipped."""
+        if record.status == "skipped":
+            self.set_aside(run_id, record)
+        else:
+            self.complete(run_id, RUN_STATUS[record.status])
+
+    def set_aside(self, run_id: str, record: CellRecord) -> None:
+        """A skipped cell measured nothing: its run leaves the runs table (deleted, with its reason
+        kept on it) instead of standing there as a finished run without metrics. The parent lists it."""
+        self._batch(run_id, tags={"status": record.status, "reason": record.reason or "", TAG_COMPLETE: "true"})
+        self.client.set_terminated(run_id, "KILLED")  # it did not run: not FINISHED
+        self.client.delete_run(run_id)
 
     def log_summary(self, run_id: str, summary: Sequence[SummaryRow]) -> None:
         """The summary as a table artifact on the parent; the verdicts themselves go on each child
@@ -147,7 +193,7 @@ class MlflowStore:
         rows = {(row.machine, row.setup, row.precision): row for row in summary}
         for record, run_id in runs:
             row = rows.get(group_key(record))
-            if row is None:
+            if row is None or record.status == "skipped":  # a skipped cell's run is set aside: nothing to add
                 continue
             metrics = [("speedup", row.speedup, 0), ("speedup_vs_tf32", row.speedup_vs_tf32, 0),
                        ("memory_ratio", row.memory_ratio, 0)]  # fmt: skip
@@ -166,10 +212,28 @@ class MlflowStore:
         if record.machine is None:
             return
         host = record.machine.host or "unknown host"
-        self.client.update_run(run_id, name=f"{record.machine.model_name} @ {host} · {matrix} · {_stamp(stamp)}")
+        self.client.update_run(run_id, name=f"{record.machine.label} · {matrix} · {_stamp(stamp)}")
         tags = {f"env.{key}": value for key, value in record.environment.items()}
+        if record.environment.get("git_commit"):
+            tags[MLFLOW_GIT_COMMIT] = record.environment["git_commit"]
         tags |= {"machine": record.machine.key, "gpu": record.machine.model_name, "host": host}
         self._batch(run_id, tags=tags)
+
+    def log_overview(self, run_id: str, summary: Sequence[SummaryRow], records: Sequence[CellRecord]) -> None:
+        """The parent as the runs table compares invocations and machines: the answer as its
+        description, summary metrics per workload, and the cells that were skipped (their runs are
+        set aside) with their reasons."""
+        machines = {r.machine.key: r.machine for r in records if r.machine}
+        found = answers(summary, machines)
+        lines = [f"- **{a.workload}** (batch {a.batch}, {a.variant}): {a.sentence}" for a in found]
+        note = "\n".join(["**The answer** (amp-suite: fp32 is the reference)", "", *lines])
+        metrics = [(f"{workload}.best_speedup", speedup, 0) for workload, speedup in _best_speedups(summary).items()]
+        metrics += [("parity_failures", sum(1 for r in summary if r.parity and r.parity.verdict == "fail"), 0),
+                    ("noisy_rows", sum(1 for r in summary if r.noisy), 0)]  # fmt: skip
+        metrics += [(f"cells_{status}", count, 0) for status, count in _statuses(records).items()]
+        skipped = "; ".join(f"{r.cell_id}: {r.reason}" for r in records if r.status == "skipped")
+        tags = {MLFLOW_NOTE: note[:MAX_TAG_LENGTH], "skipped_cells": skipped[:MAX_TAG_LENGTH] or "none"}
+        self._batch(run_id, tags=tags, metrics=metrics)
 
     def log_report(self, run_id: str, folder: Path) -> None:
         """The report (HTML, Markdown, JSON and figures) as the parent's `report/` artifacts."""
@@ -223,6 +287,52 @@ def matrix_params(config: dict[str, Any]) -> dict[str, Any]:
     params["precisions"] = ",".join(config.get("precisions", []))
     params["workloads"] = ",".join(w.get("label") or w.get("workload", "?") for w in config.get("workloads", []))
     return {("matrix" if key == "name" else key): value for key, value in params.items()}
+
+
+def _best_speedups(summary: Sequence[SummaryRow]) -> dict[str, float]:
+    """Per workload, the best speedup over fp32 of any mode that is not a negative control."""
+    best: dict[str, float] = {}
+    for row in summary:
+        mode = MODE_BY_NAME.get(row.precision)
+        if row.speedup is not None and mode is not None and not mode.control and not mode.reference:
+            best[row.workload] = max(best.get(row.workload, 0.0), row.speedup)
+    return best
+
+
+def _statuses(records: Sequence[CellRecord]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.status] = counts.get(record.status, 0) + 1
+    return counts
+
+
+def child_run_name(cell_id: str) -> str:
+    """What differs between a parent's children first, so that the runs table's narrow name column
+    tells them apart: "bf16 · resnet · bs16 · seed0", then compile mode, layout and DDP axes."""
+    parts = cell_id.split("/")
+    if len(parts) < 4:
+        return cell_id
+    workload, batch, seed, precision, *axes = parts
+    return " · ".join([precision, workload, batch, *axes, seed])
+
+
+def throughput_metric(unit: str) -> str:
+    """images/s -> throughput_images_per_s."""
+    return "throughput_" + unit.replace("/", "_per_")
+
+
+# The sweep's lists (the cell's own batch size, compile mode and layout are params of their own),
+# and the workload's name, which is the `workload` param already.
+SWEEP_PARAMS = ("workload.batch_sizes", "workload.compile", "workload.channels_last", "workload.force",
+                "workload.ddp", "workload.workload")  # fmt: skip
+
+
+def cell_params(record: CellRecord) -> dict[str, Any]:
+    """The cell's own configuration: no sweep lists, nothing unset."""
+    flat = _flatten(record.config)
+    own = {key: value for key, value in flat.items() if value is not None and not isinstance(value, list)}
+    own = {key: value for key, value in own.items() if not key.startswith(SWEEP_PARAMS)}
+    return {**own, "workload": record.workload}  # by name: what the UI groups by
 
 
 def _stamp(iso: str) -> str:

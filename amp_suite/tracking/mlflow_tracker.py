@@ -10,7 +10,7 @@ from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config import CellSpec, Matrix
 from amp_suite.records.invocations import Invocation, InvocationStarted
 from amp_suite.records.results import CellRecord
-from amp_suite.tracking.mlflow_store import RUN_STATUS, MlflowStore
+from amp_suite.tracking.mlflow_store import MlflowStore
 from amp_suite.tracking.relocate import ARTIFACTS, relocate_artifacts
 from amp_suite.tracking.system_metrics import SystemMetrics
 
@@ -60,7 +60,7 @@ class MlflowTracker:
         if run_id is None:
             return
         self.store.log_record(run_id, record, Path(record.log_path) if record.log_path else None)
-        self.store.complete(run_id, RUN_STATUS[record.status])
+        self.store.finish_record(run_id, record)
         self.open_cell = None
         if not any(r.machine for r in self.logged) and record.machine and self.parent_id and self.invocation:
             self.store.describe_parent(self.parent_id, record, self.invocation.matrix, self.invocation.at)
@@ -70,6 +70,7 @@ class MlflowTracker:
         assert self.invocation is not None and self.parent_id is not None, "start() first"
         self._stop_system_metrics()
         self.store.log_summary(self.parent_id, summary)
+        self.store.log_overview(self.parent_id, summary, self.logged)
         runs = [(record, record.tracker_run_id) for record in self.logged if record.tracker_run_id]
         self.store.log_verdicts(summary, runs, self.invocation.at)
         if report is not None:

@@ -23,7 +23,6 @@ from amp_suite.records.results import CellRecord, DistinctRecords
 from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking.mlflow_store import (
     PARENT,
-    RUN_STATUS,
     TAG_COMPLETE,
     TAG_ENDED_BY,
     TAG_RECORD,
@@ -37,6 +36,7 @@ class SyncReport:
     added: int = 0  # cell runs created
     completed: int = 0  # half-logged cell runs logged again and completed
     present: int = 0  # complete already
+    skipped: int = 0  # skipped cells: no run of their own, the parent lists them
     parents: int = 0  # parent runs created or completed
     closed: int = 0  # runs left RUNNING by an invocation that did not finish, now KILLED
     unreadable: int = 0  # lines of results.jsonl or invocations.jsonl that could not be read
@@ -49,7 +49,8 @@ class SyncReport:
 
     def describe(self) -> str:
         return (
-            f"{self.records} records: {self.added} added, {self.completed} completed, {self.present} already there;"
+            f"{self.records} records: {self.added} added, {self.completed} completed, {self.present} already there,"
+            f" {self.skipped} skipped (listed on the parent);"
             f" {self.parents} parent run(s) written, {self.closed} run(s) left open closed as KILLED"
         )
 
@@ -128,6 +129,9 @@ class _InvocationSync:
         if run is not None and run.data.tags.get(TAG_COMPLETE) == "true":
             self.report.present += 1
             return
+        if run is None and record.status == "skipped":  # set aside by the run (or never logged): the parent lists it
+            self.report.skipped += 1
+            return
         if run is None:
             run_id = self.store.create_child(experiment_id, parent_id, self.key, record.identity, record.cell_id)
             self.report.added += 1
@@ -135,7 +139,7 @@ class _InvocationSync:
             run_id = run.info.run_id
             self.report.completed += 1
         self.store.log_record(run_id, record, _log_file(self.directory, record))
-        self.store.complete(run_id, RUN_STATUS[record.status])
+        self.store.finish_record(run_id, record)
         self.written.add(run_id)
         self.run_ids[record.identity] = run_id
 
@@ -150,6 +154,7 @@ class _InvocationSync:
         summary = summarize(everything, matrix.parity if matrix else None)  # the matrix's rule: for old records
         stamp = self.invocation.started.at if self.invocation else self.records[0].started_at
         self.store.log_summary(parent_id, summary)
+        self.store.log_overview(parent_id, summary, everything)
         runs = [(record, self.run_ids[record.identity]) for record in self.records if record.identity in self.run_ids]
         self.store.log_verdicts(summary, runs, stamp)
         described = next((record for record in self.records if record.machine), None)

@@ -1,0 +1,177 @@
+"""The answer people run amp-suite for, per machine and comparison: which precision mode to train
+in, how much faster than the fp32 reference it is, what it does to memory, and whether accuracy
+survives. No torch here.
+
+A mode is faster when its speedup over fp32 is beyond noise: its 95% interval lies above 1, or,
+with a single seed (no interval), the speedup exceeds 1 + NOISY_SPREAD. Its accuracy is at risk
+when its parity delta is beyond the tolerance, whether the verdict is a fail or, with one seed,
+indicative. The answer recommends the fastest mode that is faster and not at risk, says so when a
+faster mode was at risk, and says "no mode beats fp32" when none is faster. Negative controls are
+never recommended. Where the static capability rule (`amp-suite doctor`) picks another mode than
+the measurement, the answer says so: the rule reads the datasheet, the answer the stopwatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from amp_suite.analysis.summary import SummaryRow
+from amp_suite.config import NOISY_SPREAD
+from amp_suite.config.precisions import MODE_BY_NAME, REFERENCE
+from amp_suite.hardware.capability import recommend
+from amp_suite.hardware.machine import Machine
+
+KEPT, AT_RISK, LOST, NOT_COMPARED = "kept", "at risk", "lost", "not compared"
+
+
+@dataclass(frozen=True)
+class Answer:
+    machine: str  # the machine's key (a report maps it to its id)
+    setup: str  # the comparison: every precision of one workload configuration
+    matrix: str
+    workload: str
+    batch: str  # as tables show it: "64", "max 512"
+    variant: str  # "eager", "compiled (default)", ...
+    mode: str | None  # the recommended mode: an AMP or TF32 mode, fp32 when none beats it, None: no answer
+    speedup: float | None  # the recommended mode's throughput / fp32's
+    speedup_interval: tuple[float, float] | None  # 95%, with two or more seeds on both sides
+    memory_ratio: float | None  # its peak memory / fp32's
+    parity: str | None  # its parity verdict against fp32: pass, fail, indicative
+    accuracy: str  # kept, at risk, lost or not compared: of the recommended mode, or with fp32 recommended, of
+    # the mode that came closest (the fastest candidate): whether accuracy survives mixed precision here
+    seeds: int  # the runs behind the recommended mode's figures
+    sentence: str  # the answer in one line
+    rule: str | None = None  # the capability rule's mode, from the machine's record
+    rule_disagrees: str | None = None  # the sentence, when the rule and the measurement differ
+
+
+def answers(rows: Sequence[SummaryRow], machines: dict[str, Machine]) -> list[Answer]:
+    """One answer per machine and comparison (every precision of one workload configuration)."""
+    groups: dict[tuple[str, str], list[SummaryRow]] = {}
+    for row in rows:
+        groups.setdefault((row.machine, row.setup), []).append(row)
+    return [_answer(group, machines.get(machine)) for (machine, _), group in groups.items()]
+
+
+def accuracy(row: SummaryRow) -> str:
+    """What the row's parity says about accuracy, in a word."""
+    if row.parity is None:
+        return NOT_COMPARED
+    if row.parity.verdict == "fail":
+        return LOST
+    return AT_RISK if row.parity.beyond_tolerance else KEPT
+
+
+def faster(row: SummaryRow) -> bool:
+    """Faster than fp32 beyond noise: the interval above 1, or one seed beyond NOISY_SPREAD."""
+    if row.speedup is None:
+        return False
+    if row.speedup_interval is not None:
+        return row.speedup_interval[0] > 1
+    return row.speedup > 1 + NOISY_SPREAD
+
+
+def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
+    reference = next((r for r in group if r.precision == REFERENCE), None)
+    candidates = [r for r in group if _candidate(r)]
+    first = reference or group[0]
+    where = {"machine": first.machine, "setup": first.setup, "matrix": first.matrix, "workload": first.workload,
+             "batch": first.batch, "variant": first.variant}  # fmt: skip
+    if reference is None or reference.throughput is None:
+        why = f"fp32 {reference.status}" if reference else "fp32 was not run"
+        return Answer(**where, **_no_mode(), sentence=f"no answer: {why}, and every mode is compared with it")
+    if not candidates:
+        return Answer(**where, **_no_mode(), sentence="no answer: no mode but fp32 finished" + _skips(group))
+    safe = sorted((r for r in candidates if faster(r) and accuracy(r) in (KEPT, NOT_COMPARED)), key=_speed)
+    risky = sorted((r for r in candidates if faster(r) and accuracy(r) in (AT_RISK, LOST)), key=_speed)
+    if safe:
+        chosen = considered = safe[-1]
+        sentence = f"{chosen.precision}: {_speed_words(chosen)}, {_memory_words(chosen)}, {_accuracy_words(chosen)}"
+        if risky and _speed(risky[-1]) > _speed(chosen):
+            sentence += f"; {_risk_words(risky[-1])}"
+    elif risky:
+        chosen, considered = reference, risky[-1]
+        sentence = f"stay with fp32: {_risk_words(considered)}"
+    else:
+        chosen, considered = reference, max(candidates, key=_speed)
+        speed = _speed_words(considered, "fp32's speed")
+        sentence = f"no mode beats fp32 beyond noise here: the fastest, {considered.precision}, ran at {speed}"
+        if reference.step_time_ms is not None:
+            sentence += f"; an fp32 step takes {reference.step_time_ms:.3g} ms"
+        if accuracy(considered) in (AT_RISK, LOST):
+            sentence += f"; {_risk_words(considered)}"
+    rule, disagrees = _rule(machine, chosen.precision, group)
+    return Answer(
+        **where, mode=chosen.precision, speedup=chosen.speedup, speedup_interval=chosen.speedup_interval,
+        memory_ratio=chosen.memory_ratio, parity=chosen.parity.verdict if chosen.parity else None,
+        accuracy=accuracy(considered), seeds=chosen.runs, sentence=sentence, rule=rule, rule_disagrees=disagrees,
+    )  # fmt: skip
+
+
+def _candidate(row: SummaryRow) -> bool:
+    mode = MODE_BY_NAME.get(row.precision)
+    return mode is not None and not mode.reference and not mode.control and row.throughput is not None
+
+
+def _speed(row: SummaryRow) -> float:
+    return row.speedup or 0.0
+
+
+def _no_mode() -> dict:
+    return {"mode": None, "speedup": None, "speedup_interval": None, "memory_ratio": None, "parity": None,
+            "accuracy": NOT_COMPARED, "seeds": 0}  # fmt: skip
+
+
+def _skips(group: list[SummaryRow]) -> str:
+    reasons = [f"{r.precision} {r.status}" for r in group if r.precision != REFERENCE and r.throughput is None]
+    return f" ({', '.join(reasons)})" if reasons else ""
+
+
+def _speed_words(row: SummaryRow, comparison: str = "faster") -> str:
+    """E.g. "1.90x [1.80, 2.00] faster", or "1.35x faster (one seed: no interval)"."""
+    if row.speedup_interval is None:
+        return f"{row.speedup:.2f}x {comparison} (one seed: no interval)"
+    low, high = row.speedup_interval
+    return f"{row.speedup:.2f}x [{low:.2f}, {high:.2f}] {comparison}"
+
+
+def _memory_words(row: SummaryRow) -> str:
+    return "memory not measured" if row.memory_ratio is None else f"{row.memory_ratio:.2f}x memory"
+
+
+def _accuracy_words(row: SummaryRow) -> str:
+    if row.parity is None:
+        return "accuracy not compared (no validation on both sides)"
+    if row.parity.verdict == "indicative":
+        return "accuracy kept on one seed (indicative: run more seeds for a verdict)"
+    return f"accuracy kept ({_seeds(row.runs)})"
+
+
+def _risk_words(row: SummaryRow) -> str:
+    p = row.parity
+    assert p is not None
+    gap = f"{p.delta:+.3g} against a tolerance of {p.tolerance:.3g}"
+    if p.verdict == "fail":
+        return f"{row.precision} is {row.speedup:.2f}x faster but loses accuracy: {gap} ({_seeds(row.runs)})"
+    return f"{row.precision} is {row.speedup:.2f}x faster but accuracy is at risk: {gap}, one seed; run more seeds"
+
+
+def _seeds(runs: int) -> str:
+    return "1 seed" if runs == 1 else f"{runs} seeds"
+
+
+def _rule(machine: Machine | None, measured: str, group: list[SummaryRow]) -> tuple[str | None, str | None]:
+    """The capability rule's pick for this machine, and a sentence where the measurement disagrees."""
+    caps = machine.caps if machine else None
+    if caps is None:
+        return None, None
+    advice = recommend(caps)
+    if advice.precision == measured:
+        return advice.precision, None
+    ran = next((r for r in group if r.precision == advice.precision and r.speedup is not None), None)
+    if ran is None:
+        found = f"this comparison did not measure {advice.precision}"
+    else:
+        found = f"measured, {advice.precision} ran at {ran.speedup:.2f}x fp32's speed"
+    return advice.precision, f"the capability rule recommends {advice.precision} ({advice.reason}); {found}"

@@ -1,0 +1,68 @@
+"""The answer from constructed records: which mode to train in, and whether accuracy survives.
+
+FIXTURES: every record here is made up to exercise the rule (hosts named "fixture-..."), not a
+measurement.
+"""
+
+from __future__ import annotations
+
+from test_report import A100, CPU, MLP, records, three
+
+from amp_suite.report import build_report
+
+
+def answer_of(machine, results):
+    report = build_report(records(machine, MLP, results), [])
+    (answer,) = report.answer
+    return answer
+
+
+def test_the_fastest_mode_that_keeps_accuracy_is_recommended_with_its_interval_and_seeds():
+    bf16 = [(1850.0, 0.9), (1900.0, 0.9), (1950.0, 0.9)]
+    answer = answer_of(A100, {"fp32": three(1000.0), "fp16": three(1500.0), "bf16": bf16})
+    assert (answer.mode, answer.accuracy, answer.seeds, answer.parity) == ("bf16", "kept", 3, "pass")
+    low, high = answer.speedup_interval
+    assert low < 1.9 < high and answer.sentence.startswith(f"bf16: 1.90x [{low:.2f}, {high:.2f}] faster, 1.00x memory")
+    assert answer.sentence.endswith("accuracy kept (3 seeds)")
+    assert answer.rule == "bf16" and answer.rule_disagrees is None  # an A100: the rule says bf16 too
+
+
+def test_a_faster_mode_that_loses_accuracy_is_passed_over_and_named():
+    answer = answer_of(A100, {"fp32": three(1000.0), "fp16": three(1500.0), "bf16": three(1900.0, accuracy=0.8)})
+    assert (answer.mode, answer.accuracy) == ("fp16", "kept")
+    assert "; bf16 is 1.90x faster but loses accuracy: -0.1 against a tolerance of" in answer.sentence
+    assert "the capability rule recommends bf16" in answer.rule_disagrees
+
+
+def test_one_seed_beyond_its_tolerance_is_at_risk_never_kept():
+    answer = answer_of(CPU, {"fp32": [(1000.0, 0.881)], "bf16": [(1300.0, 0.819)]})
+    assert (answer.mode, answer.accuracy, answer.parity) == ("fp32", "at risk", None)
+    assert answer.sentence == (
+        "stay with fp32: bf16 is 1.30x faster but accuracy is at risk: -0.062 against a tolerance of 0.0176,"
+        " one seed; run more seeds"
+    )
+    assert "accuracy kept" not in answer.sentence
+
+
+def test_within_noise_is_not_faster_and_the_rule_is_reconciled_with_the_measurement():
+    answer = answer_of(CPU, {"fp32": [(1000.0, 0.9)], "bf16": [(1050.0, 0.9)], "fp16": [(300.0, 0.9)]})
+    assert answer.mode == "fp32" and answer.accuracy == "kept"
+    assert answer.sentence.startswith(
+        "no mode beats fp32 beyond noise here: the fastest, bf16, ran at 1.05x fp32's speed (one seed: no interval)"
+    )
+    assert answer.rule_disagrees == (
+        "the capability rule recommends bf16 (this CPU has native bf16 instructions);"
+        " measured, bf16 ran at 1.05x fp32's speed"
+    )
+
+
+def test_a_negative_control_is_never_recommended():
+    answer = answer_of(A100, {"fp32": three(1000.0), "bf16": three(1500.0), "fp16-noscale": three(3000.0)})
+    assert answer.mode == "bf16" and "fp16-noscale" not in answer.sentence
+    alone = answer_of(A100, {"fp32": three(1000.0), "fp16-noscale": three(3000.0)})
+    assert alone.mode is None and alone.sentence == "no answer: no mode but fp32 finished"
+
+
+def test_no_fp32_no_answer():
+    answer = answer_of(A100, {"bf16": three(1900.0)})
+    assert answer.mode is None and answer.sentence == "no answer: fp32 was not run, and every mode is compared with it"
