@@ -23,7 +23,8 @@ def tiny_run(tmp_path_factory):
     matrix = root / "tiny.yaml"
     matrix.write_text(yaml.safe_dump(tiny_matrix()))
     # MLflow samples system metrics every 10 s; a tiny matrix ends sooner than that.
-    sampling = {"MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL": "1"}
+    # ... and the terminal is 120 columns wide, as a laptop's often is.
+    sampling = {"MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL": "1", "COLUMNS": "120"}
     out = str(root / "out")
     done = amp_suite("run", "--matrix", str(matrix), "--out", out, "--device", "cpu", cwd=root, env=sampling)
     return root, matrix, done
@@ -52,6 +53,24 @@ def test_every_cell_is_recorded_and_mirrored_as_a_nested_run(tiny_run):
     assert {key: fp32.data.metrics.get(key) for key in measured} == pytest.approx(measured)
     assert fp32.data.params["workload.hidden"] == "32" and fp32.data.tags["env.torch"]
     assert "fp32" in done.stdout and "vs fp32" in done.stdout  # the summary table
+
+
+def test_at_120_columns_no_figure_is_cut_and_summary_reprints_the_tables(tiny_run):
+    root, _, done = tiny_run
+    out = root / "out"
+    assert "…" not in done.stdout and max(len(line) for line in done.stdout.splitlines()) <= 120, done.stdout
+    assert "vs fp32" in done.stdout and "The answer on" in done.stdout
+    before = sorted((path, path.stat().st_mtime_ns) for path in out.rglob("*"))
+    wide = amp_suite("summary", str(out), cwd=root, env={"COLUMNS": "200"})
+    narrow = amp_suite("summary", str(out), cwd=root, env={"COLUMNS": "100"})
+    assert wide.returncode == narrow.returncode == 0, wide.stderr + narrow.stderr
+    assert sorted((path, path.stat().st_mtime_ns) for path in out.rglob("*")) == before  # it writes nothing
+    assert "…" not in narrow.stdout and max(len(line) for line in narrow.stdout.splitlines()) <= 100
+    assert "left out at 100 columns: " in " ".join(narrow.stdout.split())  # and says what it left out
+    for record in read_records(out):  # every throughput in full where the table is wide enough for it
+        if record["throughput"] is not None:
+            assert f"{record['throughput']:,.1f} samples/s" in wide.stdout
+    assert "The answer on" in narrow.stdout
 
 
 def test_loss_series_is_logged_per_step(tiny_run):
@@ -98,7 +117,7 @@ def test_a_record_stands_alone_and_mlflow_is_built_for_review(tiny_run):
     parents, children = nested_runs(out, "tiny")  # a later test may have resumed into the folder
     parent = next(p for p in parents if p.data.tags["amp_suite.invocation_id"] == record["invocation_id"])
     host = record["machine"]["host"]
-    assert parent.info.run_name.startswith(f"{Machine(**record['machine']).label} · tiny · ")  # device, matrix
+    assert parent.info.run_name.startswith(f"{Machine(**record['machine']).model_name} · tiny · ")  # device, matrix
     assert parent.data.tags["host"] == host and parent.data.tags["env.torch"] == record["machine"]["torch"]
     assert not any(key.startswith("speedup/") for key in parent.data.metrics)  # no chart per metric name
     assert parent.data.metrics["system/cpu_utilization_percentage"] >= 0  # MLflow's system metrics, on the parent
@@ -150,6 +169,7 @@ def test_mlflow_shows_what_differs_first_and_only_what_ran(tiny_run):
         assert dataset.digest == records[0]["data_fingerprint"] and "digits" in dataset.name
         assert child.data.tags["mlflow.source.git.commit"] == records[0]["environment"]["git_commit"]
     assert parent.data.tags["mlflow.source.git.commit"] == records[0]["environment"]["git_commit"]
+    assert all(run.data.tags["mlflow.source.name"] == "amp-suite" and run.data.tags["mlflow.user"] for run in runs)
     assert parent.data.tags["mlflow.note.content"].startswith("**The answer**")
     assert "- **mlp** (batch 8, eager): " in parent.data.tags["mlflow.note.content"]
     assert all(r["cell_id"] in parent.data.tags["skipped_cells"] for r in records if r["status"] == "skipped")

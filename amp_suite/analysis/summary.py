@@ -129,6 +129,8 @@ class SummaryRow:
     max_batch: bool = False  # batch_sizes auto: each precision ran at the largest batch it fitted
     batch_vs_fp32: float | None = None  # max_batch: this precision's batch / fp32's (how much more AMP fits)
     noisy: bool = False  # a seed's throughput varied beyond NOISY_SPREAD, or the speedup's interval is that wide
+    spread: float | None = None  # the wider of a seed's window spread and the interval's half-width, relative
+    throughput_stdev: float | None = None  # seed-to-seed sample standard deviation (two or more seeds), in `unit`
     throttled: bool = False  # the GPU slowed down for power or heat during a seed's timed steps (NVML)
     energy_j_per_sample: float | None = None  # GPU energy per training sample, mean over seeds (NVML)
     power_w: float | None = None  # average GPU power during the timed steps, mean over seeds
@@ -287,6 +289,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         hosts=len({r.machine.host for r in group if r.machine}),
         unit=unit,
         throughput=_mean(rates.values()),
+        throughput_stdev=statistics.stdev(rates.values()) if len(rates) > 1 else None,
         step_time_ms=_mean(_per_seed(group, "step_time_ms_p50").values()),
         tflops=_mean(_per_seed(group, "tflops").values()),
         mfu=_mean(_per_seed(group, "mfu").values()),
@@ -299,6 +302,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         max_batch=searched,
         batch_vs_fp32=_ratio(_mean(_per_seed(group, "batch_size").values()), fp32_batch) if searched else None,
         noisy=any(r.noisy for r in ok) or _wide(ratio_interval(rates, base_rates[BASELINE])),
+        spread=_spread(ok, ratio_interval(rates, base_rates[BASELINE])),
         throttled=any(r.throttled for r in ok),
         energy_j_per_sample=_mean(_per_seed(group, "energy_j_per_sample").values()),
         power_w=_mean(_per_seed(group, "power_w").values()),
@@ -369,11 +373,24 @@ def _t_quantile(probability: float, degrees_of_freedom: int) -> float:
 
 def _wide(interval: tuple[float, float] | None) -> bool:
     """An interval wider than NOISY_SPREAD either side of its middle."""
+    width = _relative_half_width(interval)
+    return width is not None and width > NOISY_SPREAD
+
+
+def _relative_half_width(interval: tuple[float, float] | None) -> float | None:
     if interval is None:
-        return False
+        return None
     low, high = interval
     middle = (low + high) / 2
-    return middle > 0 and (high - low) / 2 / middle > NOISY_SPREAD
+    return (high - low) / 2 / middle if middle > 0 else None
+
+
+def _spread(ok: list[CellRecord], interval: tuple[float, float] | None) -> float | None:
+    """How noisy a row is, as one figure: the widest of its seeds' throughput window spreads
+    ((max - min) / median) and its speedup interval's half-width relative to its middle."""
+    spreads = [r.throughput_spread for r in ok if r.throughput_spread is not None]
+    spreads += [width] if (width := _relative_half_width(interval)) is not None else []
+    return max(spreads) if spreads else None
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

@@ -22,9 +22,16 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Measure whether automatic mixed precision pays off on this machine, and record it in MLflow.",
 )
-# Logs and CI are not terminals; rich would squeeze the summary table into 80 columns there.
-console = Console(width=None if sys.stdout.isatty() else 200, emoji=False)  # ":x:" in a path stays ":x:"
-errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200, emoji=False)
+
+
+def _width(stream) -> int | None:
+    """The terminal's width (None: rich asks it, or takes COLUMNS); 200 for logs and CI, which are not
+    terminals and where rich would otherwise squeeze the summary table into 80 columns."""
+    return None if stream.isatty() or os.environ.get("COLUMNS", "").isdigit() else 200
+
+
+console = Console(width=_width(sys.stdout), emoji=False)  # ":x:" in a path stays ":x:"
+errors = Console(stderr=True, width=_width(sys.stderr), emoji=False)
 
 # A wheel carries the matrices inside the package; a source checkout has them beside it.
 PACKAGED_EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from amp_suite.analysis.answer import Answer
 from amp_suite.analysis.outcome import Outcome
-from amp_suite.analysis.summary import SummaryRow, natural_throughput
+from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput
 from amp_suite.config import CellSpec
 from amp_suite.records.results import CellRecord
 from amp_suite.text import plain, printable
@@ -73,9 +77,6 @@ class RichDisplay:
         self.console.print(f"[{style}]{record.status:>7}[/] {plain(record.cell_id)}  {detail}{reason}", highlight=False)
 
 
-SUMMARY_COLUMNS = (
-    "workload", "batch", "variant", "precision", "status", "throughput", "vs fp32", "peak MB", "mem vs fp32",
-)  # fmt: skip
 METRIC_LABELS = {"val_accuracy": "acc", "val_perplexity": "ppl"}
 PARITY_STYLE = {"pass": "green", "fail": "red", "indicative": "cyan"}
 
@@ -86,49 +87,82 @@ def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memo
     notes: dict[str, int] = {}
     machines = list(dict.fromkeys(row.machine for row in rows))
     for machine in machines:
-        table = _summary_table(
-            [row for row in rows if row.machine == machine], plain(f"{title} on {machine}"), memory_kind, notes
-        )
+        mine = [row for row in rows if row.machine == machine]
+        columns = _summary_columns(mine, notes)
+        shown = fit(columns, console.width)
+        left_out = [column.header for column in columns if column not in shown]
+        caption = "; ".join(
+            ([f"peak memory: {memory_kind}"] if memory_kind else [])
+            + ([f"left out at {console.width} columns: {', '.join(left_out)} (amp-suite report has every one)"]
+               if left_out else [])
+        )  # fmt: skip
+        table = Table(title=plain(f"{title} on {machine}"), title_justify="left", caption=plain(caption) or None)
+        for column in shown:
+            table.add_column(column.header, justify="right" if column.right else "left", no_wrap=True)
+        for index in range(len(mine)):
+            table.add_row(*(column.cells[index] for column in shown))
         console.print(table)
     for reason, number in notes.items():
         console.print(f"  [{number}] {printable(reason)}", highlight=False, markup=False)
 
 
-def _summary_table(rows: Sequence[SummaryRow], title: str, memory_kind: str | None, notes: dict[str, int]) -> Table:
+@dataclass(frozen=True, eq=False)
+class Column:
+    header: str
+    cells: list[str]  # rich markup, one per row
+    keep: int  # the narrower the terminal, the sooner a column with a lower value is left out
+    right: bool = True  # numbers are right-aligned
+
+    @property
+    def width(self) -> int:
+        return max([cell_len(self.header), *(Text.from_markup(cell).cell_len for cell in self.cells)])
+
+
+def fit(columns: Sequence[Column], width: int) -> list[Column]:
+    """The columns that fit in `width` whole: the least needed are left out, no cell is ever cut."""
+    shown = list(columns)
+    while len(shown) > 1 and 1 + sum(column.width + 3 for column in shown) > width:  # padding and a border each
+        shown.remove(min(shown, key=lambda column: column.keep))
+    return shown
+
+
+def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[Column]:
+    """Every column, with how much it is needed: the cell (workload and, where not eager, how it
+    ran), its precision and status, then the speedup and parity, then the rest."""
     with_tf32 = any(row.speedup_vs_tf32 is not None and row.precision != "tf32" for row in rows)
-    columns = SUMMARY_COLUMNS[:7] + (("vs tf32",) if with_tf32 else ()) + SUMMARY_COLUMNS[7:]
-    caption = plain(f"peak memory: {memory_kind}") if memory_kind else None
-    table = Table(title=title, title_justify="left", caption=caption)
-    for column in columns:
-        justify = "left" if column in ("workload", "variant", "precision", "status") else "right"
-        table.add_column(column, justify=justify, no_wrap=True)
-    table.add_column("validation", justify="right", no_wrap=True)
-    table.add_column("parity: delta / tol", no_wrap=True)
-    table.add_column("grads < fp16", justify="right", no_wrap=True)
-    table.add_column("note")
-    for row in rows:
-        reference = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""
-        noisy = "noisy" if row.noisy else ""  # the spread of its windows or of its speedup exceeds 10%
-        throttled = "throttled" if row.throttled else ""  # NVML saw a power or thermal slowdown
-        note = " ".join(part for part in (reference, noisy, throttled) if part)
-        tf32 = (_speedup(row.speedup_vs_tf32, row.speedup_vs_tf32_interval),) if with_tf32 else ()
-        table.add_row(
-            plain(row.workload),
-            plain(row.batch),
-            plain(row.variant),
-            plain(row.precision),
-            f"[{STATUS_STYLE.get(row.status, 'white')}]{plain(row.status)}[/]",
-            plain(_number(row.throughput, "{:,.1f} " + row.unit)),
-            _speedup(row.speedup, row.speedup_interval),
-            *tf32,
-            _number(row.peak_memory_mb, "{:,.0f}"),
-            _number(row.memory_ratio, "{:.2f}x"),
-            _validation(row),
-            _parity(row),
-            _number(row.grad_underflow_fraction, "{:.1%}"),
-            note,
-        )
-    return table
+    columns = [
+        Column("workload", [plain(_cell(row, rows)) for row in rows], 100, right=False),
+        Column("precision", [plain(row.precision) for row in rows], 100, right=False),
+        Column("status", [_status(row, notes) for row in rows], 99, right=False),
+        Column("vs fp32", [_speedup(row.speedup, row.speedup_interval) for row in rows], 98),
+        Column("parity: delta / tol", [_parity(row) for row in rows], 97, right=False),
+        Column("throughput", [plain(_number(row.throughput, "{:,.1f} " + row.unit)) for row in rows], 90),
+        *([Column("vs tf32", [_speedup(r.speedup_vs_tf32, r.speedup_vs_tf32_interval) for r in rows], 20)]
+          if with_tf32 else []),
+        Column("mem vs fp32", [_number(row.memory_ratio, "{:.2f}x") for row in rows], 60),
+        Column("validation", [_validation(row) for row in rows], 50),
+        Column("batch", [plain(row.batch) for row in rows], 45),
+        Column("peak MB", [_number(row.peak_memory_mb, "{:,.0f}") for row in rows], 30),
+        Column("grads < fp16", [_number(row.grad_underflow_fraction, "{:.1%}") for row in rows], 10),
+    ]  # fmt: skip
+    order = ("workload", "batch", "precision", "status", "throughput", "vs fp32", "vs tf32", "peak MB", "mem vs fp32",
+             "validation", "parity: delta / tol", "grads < fp16")  # fmt: skip
+    return sorted(columns, key=lambda column: order.index(column.header))  # as read: left to right
+
+
+def _cell(row: SummaryRow, rows: Sequence[SummaryRow]) -> str:
+    """"resnet", "mlp, compiled (default)"; with the matrix where the rows come from several."""
+    matrix = f" ({row.matrix})" if len({r.matrix for r in rows}) > 1 else ""
+    return row.workload + ("" if row.variant == EAGER else f", {row.variant}") + matrix
+
+
+def _status(row: SummaryRow, notes: dict[str, int]) -> str:
+    """The status, its reason as a numbered note (printed once under the tables), and whether its
+    throughput was noisy (the spread of its windows or of its speedup beyond 10%) or the GPU throttled."""
+    reference = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""
+    flags = ", ".join(flag for flag, on in (("noisy", row.noisy), ("throttled", row.throttled)) if on)
+    text = " ".join(part for part in (row.status + (f", {flags}" if flags else ""), reference) if part)
+    return f"[{STATUS_STYLE.get(row.status, 'white')}]{escape(plain(text))}[/]"
 
 
 def _speedup(value: float | None, interval: tuple[float, float] | None) -> str:

@@ -100,6 +100,38 @@ def report(
             say(f"wrote {path}")
 
 
+@app.command()
+def summary(
+    sources: Annotated[
+        list[str],
+        typer.Argument(help="Run folders or results.jsonl files.", show_default=False, metavar="RUN_DIR..."),
+    ],
+) -> None:
+    """Reprint the summary tables and the answer from the records, at the terminal's width.
+
+    Reads only results.jsonl: no torch, no MLflow, nothing written."""
+    from amp_suite.analysis.answer import answers
+    from amp_suite.analysis.summary import summarize
+    from amp_suite.cli.display import print_answer, print_summary
+    from amp_suite.report.sources import check_sources, gather
+
+    try:
+        check_sources(sources, None)
+        gathered = gather(sources, None)
+        if not gathered.records:
+            raise ConfigError(f"no records in {', '.join(s[:200] for s in sources)}{_unread(gathered)}")
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    records = gathered.records
+    if gathered.unreadable:
+        warn(f"{gathered.unreadable} unreadable line(s) skipped")
+    rows = summarize(records)
+    kinds = sorted({r.peak_memory_kind for r in records if r.peak_memory_kind})
+    print_summary(console, rows, f"{len(records)} records", ", ".join(kinds) or None)
+    machines = {r.machine.key: r.machine for r in records if r.machine}
+    print_answer(console, answers(rows, machines), {key: m.label for key, m in machines.items()})
+
+
 def _unread(gathered) -> str:
     if not gathered.unreadable:
         return ": nothing to report"

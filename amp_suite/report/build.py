@@ -59,6 +59,7 @@ class Row(BaseModel):
     runs: int  # runs that finished ok (seeds x hosts)
     hosts: int
     throughput: float | None  # mean over ok seeds, in `unit`
+    throughput_stdev: float | None = None  # seed-to-seed standard deviation (two or more seeds), in `unit`
     unit: str
     step_time_ms: float | None  # mean of the seeds' median step times
     tflops: float | None  # achieved TFLOP/s (matmul, conv and attention FLOPs of forward + backward)
@@ -70,6 +71,7 @@ class Row(BaseModel):
     peak_memory_mb: float | None
     memory_ratio: float | None  # peak memory / fp32's
     noisy: bool  # a seed's throughput varied > 10% across windows, or the speedup's interval is that wide
+    spread: float | None = None  # the wider of the two, relative: what "noisy" measured
     throttled: bool  # NVML saw the GPU slow down for power or heat during a seed's timed steps
     energy_j_per_sample: float | None  # GPU energy per training sample (NVML); null on a CPU
     power_w: float | None  # average GPU power during the timed steps
@@ -78,6 +80,7 @@ class Row(BaseModel):
     parity: str | None  # pass, fail or indicative (against fp32); null for fp32 and where a side is missing
     parity_delta: float | None
     parity_tolerance: float | None
+    parity_at_risk: bool = False  # worse than the tolerance: a fail, or one seed ("indicative") beyond it
     world_size: int | None = None  # DDP: ranks; null for a cell that is not data-parallel
     comm_hook: str | None = None  # DDP: none (float32 all-reduce), fp16 or bf16
     comm_share: float | None = None  # DDP: share of the synced step spent communicating
@@ -181,8 +184,15 @@ def _cells(records: Sequence[CellRecord], ids: dict[str, str]) -> dict[str, Any]
 
 
 def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:
-    """What a reader would otherwise have to guess from empty columns."""
+    """What a reader would otherwise have to guess from empty columns, or miss in a verdict."""
     notes = []
+    single = [row for row in summary if row.parity is not None and row.parity.verdict == "indicative"]
+    if single:
+        notes.append(
+            f"{len(single)} of {sum(row.parity is not None for row in summary)} comparisons with fp32 rest on one"
+            " seed: their parity is only indicative and their speedups have no interval. `repeats: 3` in the matrix"
+            " gives verdicts."
+        )
     if baseline != BASELINE and not any(r.precision == baseline and r.runs for r in summary):
         needs = " (tf32 needs compute capability 8.0+)" if baseline == TF32_BASELINE else ""
         notes.append(f"no {baseline} run finished{needs}: every speedup against {baseline} is empty")
@@ -197,7 +207,7 @@ def _row(row: SummaryRow, machine_id: str, baseline: str) -> Row:
     return Row(
         **shared, machine=machine_id, variant=row.variant, batch=row.batch, speedup=speedup, speedup_interval=interval,
         speedup_vs_fp32=row.speedup, parity=p.verdict if p else None, parity_delta=p and p.delta,
-        parity_tolerance=p and p.tolerance, **_ddp_parities(row),
+        parity_tolerance=p and p.tolerance, parity_at_risk=bool(p and p.beyond_tolerance), **_ddp_parities(row),
     )  # fmt: skip
 
 

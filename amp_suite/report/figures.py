@@ -94,7 +94,7 @@ def _by_workload(rows: Sequence[Row]) -> dict[str, list[Row]]:
 
 
 def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row], float | None], ylabel: str,
-                  ratio_to: str | None):  # fmt: skip
+                  ratio_to: str | None, value_format: str):  # fmt: skip
     """Bars per precision, grouped by machine, one panel per workload. `ratio_to`: the baseline
     precision of values that are ratios (left out of the bars, drawn as a line at 1, with intervals)."""
     groups = {where: [r for r in rows if value(r) is not None and r.precision != ratio_to] for where, rows in
@@ -115,8 +115,9 @@ def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row],
                     continue
                 height = value(row)
                 error = _error(row, height) if ratio_to else None
-                axis.bar(j + i * width, height, width, color=PRECISION_COLORS.get(precision, "gray"),
-                         yerr=error, capsize=3, label=None if labelled else precision)  # fmt: skip
+                bars = axis.bar(j + i * width, height, width, color=PRECISION_COLORS.get(precision, "gray"),
+                                yerr=error, capsize=3, label=None if labelled else precision)  # fmt: skip
+                axis.bar_label(bars, fmt=value_format, fontsize=7, padding=2)  # the figure, not only its height
                 labelled = True
         axis.set_xticks([j + width * (len(precisions) - 1) / 2 for j in range(len(machines))])
         axis.set_xticklabels([_short(labels[m]) for m in machines], fontsize=8)
@@ -124,8 +125,14 @@ def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row],
         axis.set_ylabel(ylabel)
         if ratio_to:
             axis.axhline(1.0, color="black", linewidth=0.8)
-        axis.legend(fontsize=8)
+        axis.margins(y=0.15)  # room for the value labels above the tallest bar
+        _legend_below(axis, len(precisions))
     return figure
+
+
+def _legend_below(axis, entries: int) -> None:
+    """The legend under the panel, where it never covers a bar or a line."""
+    axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(entries, 4), frameon=False)
 
 
 def _precision_order(precision: str) -> int:
@@ -140,16 +147,21 @@ def _error(row: Row, height: float):
 
 
 def _speedup(report: Report, labels: dict[str, str]):
-    return _grouped_bars(report, labels, lambda r: r.speedup, f"x vs {report.baseline}", report.baseline)
+    return _grouped_bars(report, labels, lambda r: r.speedup, f"x vs {report.baseline}", report.baseline, "%.2fx")
 
 
 def _memory(report: Report, labels: dict[str, str]):
-    return _grouped_bars(report, labels, lambda r: r.peak_memory_mb, "peak MB", None)
+    return _grouped_bars(report, labels, lambda r: r.peak_memory_mb, "peak MB", None, "%.0f")
 
 
 def _throughput(report: Report, labels: dict[str, str]):
-    """One panel per workload of a matrix; a line per (machine, precision) across its batch sizes."""
-    panels = list(dict.fromkeys((r.matrix, r.workload) for r in report.rows if r.throughput))[:MAX_PANELS]
+    """One panel per workload of a matrix that ran two or more batch sizes (one is a point, not a
+    curve); a line per (machine, precision) across them."""
+    measured = [r for r in report.rows if r.throughput]
+    batches: dict[tuple[str, str], set[int | None]] = {}
+    for row in measured:
+        batches.setdefault((row.matrix, row.workload), set()).add(row.batch_size)
+    panels = [panel for panel, sizes in batches.items() if len(sizes) > 1][:MAX_PANELS]
     if not panels:
         return None
     figure, axes = _panels(len(panels))
@@ -166,7 +178,7 @@ def _throughput(report: Report, labels: dict[str, str]):
         axis.set_title(f"{workload} ({matrix})", fontsize=10)
         axis.set_xlabel("batch size")
         axis.set_ylabel(rows[0].unit)
-        axis.legend(fontsize=7)
+        _legend_below(axis, len(axis.lines))
     return figure
 
 
@@ -197,7 +209,7 @@ def _curves(records, ids, labels, has, values, ylabel, group_by_precision: bool)
         axis.set_title(f"{where}\n{_short(labels[ids[panel[0]]])}", fontsize=9)
         axis.set_xlabel("step")
         axis.set_ylabel(ylabel)
-        axis.legend(fontsize=7)
+        _legend_below(axis, len(shown))
     return figure
 
 

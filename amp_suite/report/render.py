@@ -8,12 +8,13 @@ renders inside MLflow's sandboxed artifact viewer and from a copied folder.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from amp_suite.config import NOISY_SPREAD
-from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, TF32_BASELINE
+from amp_suite.config.precisions import PRECISIONS, REFERENCE, SPEED_BASELINES, TF32_BASELINE
 from amp_suite.report.build import Report, Row
 from amp_suite.report.claims import CLAIMS
 from amp_suite.report.figures import Figure
@@ -51,7 +52,8 @@ def sections(report: Report) -> list[Section]:
     labels = {m.id: m.label for m in report.machines}
     found = [_answer(report, labels)] if report.answer else []
     found.append(_machines(report))
-    found += [_machine_rows(report, m.id, m.label) for m in report.machines]
+    found += [without_empty_columns(_glance(report, m.id, m.label), keep=2) for m in report.machines]
+    found += [without_empty_columns(_machine_rows(report, m.id, m.label), keep=6) for m in report.machines]
     if len(report.machines) > 1:
         found.append(_across(report, labels))
     if any(row.max_batch for row in report.rows):
@@ -83,6 +85,66 @@ def _answer(report: Report, labels: dict[str, str]) -> Section:
     )
     headers = ("machine", "workload", "batch", "variant", "train in", "accuracy", "the answer")
     return Section("The answer", intro, headers, rows, disagreements)
+
+
+def _glance(report: Report, machine: str, label: str) -> Section:
+    """In the shape of NVIDIA's and MLPerf's tables: a row per workload, a column group per precision
+    mode (throughput mean ± seed-to-seed stdev with its runs; against fp32: speedup with its interval,
+    memory, then the validation metric and the parity verdict)."""
+    mine = [r for r in report.rows if r.machine == machine]
+    setups: dict[str, list[Row]] = {}
+    for row in mine:
+        setups.setdefault(row.setup, []).append(row)
+    precisions = sorted({r.precision for r in mine}, key=lambda p: PRECISIONS.index(p) if p in PRECISIONS else 99)
+    several_matrices = len({r.matrix for r in mine}) > 1
+    headers: list[str] = ["workload (unit; validation metric)", "batch"]
+    for precision in precisions:
+        headers += [f"{precision} throughput"]
+        headers += [] if precision == REFERENCE else [f"{precision} speedup", f"{precision} memory"]
+        headers += [f"{precision} validation"] + ([] if precision == REFERENCE else [f"{precision} parity"])
+    rows = []
+    for group in setups.values():
+        first = group[0]
+        where = first.workload + ("" if first.variant == "eager" else f", {first.variant}")
+        where += f", {first.matrix}" if several_matrices else ""
+        metric = next((r.val_metric_name for r in group if r.val_metric_name), None)
+        cells = [f"{where} ({first.unit}" + (f"; {metric.removeprefix('val_')})" if metric else ")"), first.batch]
+        for precision in precisions:
+            row = next((r for r in group if r.precision == precision), None)
+            cells += _glance_group(row, precision == REFERENCE)
+        rows.append(cells)
+    intro = (
+        "Throughput: mean over the runs that finished ± their seed-to-seed standard deviation (n: runs). Speedup and"
+        " memory against fp32; parity of the validation metric against fp32's. Every cell's figures are in the"
+        " table below."
+    )
+    return Section(f"At a glance on {label}", intro, headers, rows)
+
+
+def _glance_group(row: Row | None, reference: bool) -> list[str]:
+    """One precision's cells: throughput, (speedup, memory), validation, (parity)."""
+    validation = "-" if row is None or row.val_metric is None else f"{row.val_metric:.4g}"
+    if reference:
+        return [_glance_throughput(row), validation]
+    if row is None:
+        return ["-"] * 5
+    speedup = _speedup(row.speedup, row.speedup_interval)
+    return [_glance_throughput(row), speedup, _x(row.memory_ratio), validation, _parity_word(row)]
+
+
+def _glance_throughput(row: Row | None) -> str:
+    if row is None:
+        return "-"
+    if row.throughput is None:
+        return row.status
+    spread = f" ± {row.throughput_stdev:,.0f}" if row.throughput_stdev is not None else ""
+    return f"{row.throughput:,.0f}{spread} (n={row.runs})"
+
+
+def _parity_word(row: Row | None) -> str:
+    if row is None or row.parity is None:
+        return "-"
+    return f"at risk: {row.parity}" if row.parity_at_risk and row.parity != "fail" else row.parity
 
 
 def _cells(report: Report, labels: dict[str, str]) -> Section:
@@ -140,7 +202,11 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
     ]  # fmt: skip
     intro = (
         "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) needs two or"
-        " more seeds on both sides. Parity compares the validation metric with fp32's."
+        " more seeds on both sides. Parity compares the validation metric with fp32's: pass or fail with two or"
+        " more seeds, indicative with one (\"at risk\" where its delta is beyond the tolerance). Noisy: a seed's"
+        f" throughput varied by more than {NOISY_SPREAD:.0%} across its timed windows ((max - min) / median), or the"
+        f" speedup's interval reaches more than {NOISY_SPREAD:.0%} either side; the spread shown is the wider of the"
+        " two."
     )
     footnotes = [f"[{number}] {reason}" for reason, number in notes.items()]
     return Section(f"Results on {label}", intro, headers, rows, footnotes)
@@ -211,28 +277,54 @@ def _across_cell(row: Row | None, baseline: str) -> str:
 
 
 def _references(report: Report, labels: dict[str, str]) -> Section:
+    """The references a run matched, one row each; those that need another GPU, in one line."""
+    matched = [r for r in report.references if r.verdict != NO_MATCHING_RUN]
     rows = [
         [r.id, r.gpu, r.precision, r.metric, _figure(r.published, r.unit),
          "-" if r.measured is None else _figure(r.measured, r.unit), labels.get(r.machine, "-") if r.machine else "-",
          r.verdict, r.why]
-        for r in report.references
+        for r in matched
     ]  # fmt: skip
+    unmatched = [r for r in report.references if r.verdict == NO_MATCHING_RUN]
+    notes = []
+    if unmatched:
+        gpus = ", ".join(dict.fromkeys(r.gpu for r in unmatched))
+        notes.append(f"{len(unmatched)} published figure(s) have no matching run here; they need a run on: {gpus}.")
     intro = (
         "Published figures, matched only to runs on the same GPU model with the configuration they were measured"
         " with. Sources are in the reference data (amp_suite/references/)."
     )
     headers = ("reference", "GPU", "precision", "metric", "published", "measured", "machine", "verdict", "why")
-    return Section("Published references", intro, headers, rows)
+    return Section("Published references", intro, headers, rows, notes)
 
 
 def _claims(report: Report, labels: dict[str, str]) -> Section:
-    rows = [
-        [CLAIMS[c.claim][0], labels.get(c.machine, c.machine), c.verdict, c.evidence]
-        for c in report.claims
-    ]  # fmt: skip
+    """The claims judged on each machine; those its records cannot judge, in one line per machine."""
+    judged = [c for c in report.claims if c.verdict != NOT_MEASURED]
+    rows = [[CLAIMS[c.claim][0], labels.get(c.machine, c.machine), c.verdict, c.evidence] for c in judged]
+    notes = []
+    for machine in dict.fromkeys(c.machine for c in report.claims):
+        unjudged = [
+            CLAIMS[c.claim][0].rstrip(".") for c in report.claims if c.machine == machine and c.verdict == NOT_MEASURED
+        ]
+        if unjudged:
+            notes.append(f"Not measurable on {labels.get(machine, machine)}: {'; '.join(unjudged)}.")
     thresholds = ", ".join(f"{k} {v}" for k, v in report.thresholds.items())
     intro = f"Each claim of the autocast article, judged per machine from its records. Thresholds: {thresholds}."
-    return Section("The article's claims", intro, ("claim", "machine", "verdict", "evidence"), rows)
+    return Section("The article's claims", intro, ("claim", "machine", "verdict", "evidence"), rows, notes)
+
+
+NO_MATCHING_RUN, NOT_MEASURED = "no matching run", "not measured here"
+
+
+def without_empty_columns(section: Section, keep: int) -> Section:
+    """The section without the columns every row leaves empty ("-"), past the first `keep`."""
+    if not section.rows:
+        return section
+    shown = [i for i in range(len(section.headers)) if i < keep or any(row[i] not in ("-", "") for row in section.rows)]
+    return replace(
+        section, headers=[section.headers[i] for i in shown], rows=[[row[i] for i in shown] for row in section.rows]
+    )
 
 
 # -- cells -----------------------------------------------------------------------------------
@@ -241,7 +333,8 @@ def _claims(report: Report, labels: dict[str, str]) -> Section:
 def _status(row: Row, notes: dict[str, int]) -> str:
     """The status, with its reason as a numbered note (a skip reason repeats on many rows), and
     whether its throughput was noisy."""
-    status = row.status + (", noisy" if row.noisy else "") + (", throttled" if row.throttled else "")
+    noisy = f", noisy (spread {row.spread:.0%})" if row.noisy and row.spread is not None else ", noisy" * row.noisy
+    status = row.status + noisy + (", throttled" if row.throttled else "")
     if not row.reason:
         return status
     return f"{status} [{notes.setdefault(row.reason, len(notes) + 1)}]"
@@ -279,9 +372,11 @@ def _speedup(value: float | None, interval: tuple[float, float] | None) -> str:
 
 
 def _parity(row: Row) -> str:
+    """"pass (+0.002 / 0.018)"; a one-seed delta beyond its tolerance says so first: "at risk: indicative (...)"."""
     if row.parity is None:
         return "-"
-    return f"{row.parity} ({row.parity_delta:+.4g} / {row.parity_tolerance:.4g})"
+    at_risk = "at risk: " if row.parity_at_risk and row.parity != "fail" else ""
+    return f"{at_risk}{row.parity} ({row.parity_delta:+.3g} / {row.parity_tolerance:.3g})"
 
 
 # -- formats ---------------------------------------------------------------------------------
@@ -294,10 +389,11 @@ def to_markdown(report: Report, figures: Sequence[Figure]) -> str:
     lines += [f"> note: {markdown_cell(note)}\n" for note in report.notes]
     for section in sections(report):
         lines += [f"## {markdown_cell(section.title)}", "", markdown_cell(section.intro), ""]
-        lines.append("| " + " | ".join(markdown_cell(header) for header in section.headers) + " |")
-        lines.append("|" + "---|" * len(section.headers))
-        lines += ["| " + " | ".join(markdown_cell(cell) for cell in row) + " |" for row in section.rows]
-        lines.append("")
+        if section.rows:  # a section that is all notes ("no matching run here") has no table
+            lines.append("| " + " | ".join(markdown_cell(header) for header in section.headers) + " |")
+            lines.append("|" + "---|" * len(section.headers))
+            lines += ["| " + " | ".join(markdown_cell(cell) for cell in row) + " |" for row in section.rows]
+            lines.append("")
         lines += [f"{markdown_cell(note)}  " for note in section.notes]
         lines += [""] if section.notes else []
     if figures:
@@ -320,6 +416,7 @@ def to_html(report: Report, figures: Sequence[Figure]) -> str:
         finalize=lambda value: printable(value) if isinstance(value, str) else value,  # no ESC, BEL, bidi overrides
     )
     environment.filters["verdict_class"] = verdict_class
+    environment.filters["number_class"] = number_class
     images = [(f.title, "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")) for f in figures]
     return environment.get_template("report.html.j2").render(
         header=_header(report), notes=report.notes, sections=sections(report), figures=images
@@ -329,14 +426,22 @@ def to_html(report: Report, figures: Sequence[Figure]) -> str:
 VERDICT_WORDS = (
     "supported", "contradicted", "not measured here", "reproduced", "not reproduced", "no matching run",
     "pass", "fail", "indicative", "ok", "skipped", "failed", "diverged", "oom",
-    "accuracy kept", "accuracy at risk", "accuracy lost", "accuracy not compared",
+    "accuracy kept", "accuracy at risk", "accuracy lost", "accuracy not compared", "at risk:",
 )  # fmt: skip
 
 
 def verdict_class(cell: str) -> str:
     """A CSS class for a cell that starts with a verdict or status ("fail (-0.87 / 0.02)"), else ""."""
-    word = next((w for w in VERDICT_WORDS if cell == w or cell.startswith((w + " (", w + " [", w + ","))), "")
-    return word.replace(" ", "-")
+    word = next((w for w in VERDICT_WORDS if cell == w or cell.startswith((w + " (", w + " [", w + ",", w + " "))), "")
+    return word.rstrip(":").replace(" ", "-")
+
+
+NUMBER = re.compile(r"[-+]?\d[\d,.]*(x|%|\b)")
+
+
+def number_class(cell: str) -> str:
+    """"num" for a cell that is a figure ("1.23x [1.1, 1.4]", "27,225.1 tokens/s", "-"): right-aligned."""
+    return "num" if cell == "-" or NUMBER.match(cell) else ""
 
 
 def _header(report: Report) -> str:

@@ -15,6 +15,7 @@ metric identical in key, timestamp, step and value).
 from __future__ import annotations
 
 import fcntl
+import getpass
 import json
 import logging
 import time
@@ -46,6 +47,17 @@ EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # not t
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's own tags (mlflow.utils.mlflow_tags)
 MLFLOW_NOTE = "mlflow.note.content"  # a run's description in the UI
 MLFLOW_DATASET_CONTEXT = "mlflow.data.context"
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container's uid without a passwd entry
+        return "unknown"
+
+
+# What MLflow's UI shows as a run's Source and Created by (the fluent API sets them; the client does not).
+SOURCE_TAGS = {"mlflow.source.name": "amp-suite", "mlflow.source.type": "LOCAL", "mlflow.user": _user()}
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits
 MAX_TAGS_PER_CALL = 100
 MAX_TAG_LENGTH = 5000  # what every MLflow backend keeps of a tag's value
@@ -107,7 +119,7 @@ class MlflowStore:
                 return runs
 
     def create_parent(self, experiment_id: str, invocation_id: str, name: str, params: dict[str, Any]) -> str:
-        tags = {TAG_INVOCATION: invocation_id}
+        tags = {TAG_INVOCATION: invocation_id, **SOURCE_TAGS}
         run_id = self.client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
         self._batch(run_id, params=params)
         return run_id
@@ -121,7 +133,7 @@ class MlflowStore:
         return run_id
 
     def create_child(self, experiment_id: str, parent_id: str | None, invocation_id: str, record_id: str, cell_id: str):
-        tags = {TAG_INVOCATION: invocation_id, TAG_RECORD: record_id, "cell_id": cell_id}
+        tags = {TAG_INVOCATION: invocation_id, TAG_RECORD: record_id, "cell_id": cell_id, **SOURCE_TAGS}
         if parent_id is not None:
             tags[PARENT] = parent_id
         return self.client.create_run(experiment_id, run_name=child_run_name(cell_id), tags=tags).info.run_id
@@ -212,7 +224,8 @@ class MlflowStore:
         if record.machine is None:
             return
         host = record.machine.host or "unknown host"
-        self.client.update_run(run_id, name=f"{record.machine.label} · {matrix} · {_stamp(stamp)}")
+        # The device model first, short: the runs table shows about 20 characters of a name.
+        self.client.update_run(run_id, name=f"{record.machine.model_name} · {matrix} · {_stamp(stamp)}")
         tags = {f"env.{key}": value for key, value in record.environment.items()}
         if record.environment.get("git_commit"):
             tags[MLFLOW_GIT_COMMIT] = record.environment["git_commit"]
