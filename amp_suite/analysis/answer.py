@@ -79,10 +79,11 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
     where = {"machine": first.machine, "setup": first.setup, "matrix": first.matrix, "workload": first.workload,
              "batch": first.batch, "variant": first.variant}  # fmt: skip
     if reference is None or reference.throughput is None:
-        why = f"fp32 {reference.status}" if reference else "fp32 was not run"
+        why = f"{REFERENCE} {reference.status}" if reference else f"{REFERENCE} was not run"
         return Answer(**where, **_no_mode(), sentence=f"no answer: {why}, and every mode is compared with it")
     if not candidates:
-        return Answer(**where, **_no_mode(), sentence="no answer: no mode but fp32 finished" + _skips(group))
+        sentence = f"no answer: no mode but {REFERENCE} finished" + _skips(group)
+        return Answer(**where, **_no_mode(), sentence=sentence)
     safe = sorted((r for r in candidates if faster(r) and accuracy(r) in (KEPT, NOT_COMPARED)), key=_speed)
     risky = sorted((r for r in candidates if faster(r) and accuracy(r) in (AT_RISK, LOST)), key=_speed)
     if safe:
@@ -92,13 +93,13 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
             sentence += f"; {_risk_words(risky[-1])}"
     elif risky:
         chosen, considered = reference, risky[-1]
-        sentence = f"stay with fp32: {_risk_words(considered)}"
+        sentence = f"stay with {REFERENCE}: {_risk_words(considered)}"
     else:
         chosen, considered = reference, max(candidates, key=_speed)
-        speed = _speed_words(considered, "fp32's speed")
-        sentence = f"no mode beats fp32 beyond noise here: the fastest, {considered.precision}, ran at {speed}"
+        speed = _speed_words(considered, f"{REFERENCE}'s speed")
+        sentence = f"no mode beats {REFERENCE} beyond noise here: the fastest, {considered.precision}, ran at {speed}"
         if reference.step_time_ms is not None:
-            sentence += f"; an fp32 step takes {reference.step_time_ms:.3g} ms"
+            sentence += f"; an {REFERENCE} step takes {reference.step_time_ms:.3g} ms"
         if accuracy(considered) in (AT_RISK, LOST):
             sentence += f"; {_risk_words(considered)}"
     rule, disagrees = _rule(machine, chosen.precision, group)
@@ -173,5 +174,5 @@ def _rule(machine: Machine | None, measured: str, group: list[SummaryRow]) -> tu
     if ran is None:
         found = f"this comparison did not measure {advice.precision}"
     else:
-        found = f"measured, {advice.precision} ran at {ran.speedup:.2f}x fp32's speed"
+        found = f"measured, {advice.precision} ran at {ran.speedup:.2f}x {REFERENCE}'s speed"
     return advice.precision, f"the capability rule recommends {advice.precision} ({advice.reason}); {found}"
