@@ -66,3 +66,20 @@ def test_a_negative_control_is_never_recommended():
 def test_no_fp32_no_answer():
     answer = answer_of(A100, {"bf16": three(1900.0)})
     assert answer.mode is None and answer.sentence == "no answer: fp32 was not run, and every mode is compared with it"
+
+
+def test_a_one_seed_delta_beyond_its_tolerance_is_marked_at_risk_on_every_surface():
+    from rich.console import Console
+
+    from amp_suite.analysis.summary import summarize
+    from amp_suite.cli.display import print_summary
+    from amp_suite.report.render import to_html, to_markdown
+
+    made = records(CPU, MLP, {"fp32": [(1000.0, 0.881)], "bf16": [(1300.0, 0.819)]})
+    report = build_report(made, [])
+    assert "| at risk: indicative (-0.062 / 0.0176) |" in to_markdown(report, [])
+    assert '<td class="at-risk">at risk: indicative (-0.062 / 0.0176)</td>' in to_html(report, [])
+    console = Console(record=True, width=200)
+    print_summary(console, summarize(made), "fixture", None)
+    assert "at risk: indicative -0.062 / 0.0176" in console.export_text()
+    assert "1 of 1 comparisons with fp32 rest on one seed" in to_markdown(report, [])  # said up front

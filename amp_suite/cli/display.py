@@ -160,7 +160,8 @@ def _status(row: SummaryRow, notes: dict[str, int]) -> str:
     """The status, its reason as a numbered note (printed once under the tables), and whether its
     throughput was noisy (the spread of its windows or of its speedup beyond 10%) or the GPU throttled."""
     reference = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""
-    flags = ", ".join(flag for flag, on in (("noisy", row.noisy), ("throttled", row.throttled)) if on)
+    noisy = f"noisy {row.spread:.0%}" if row.spread is not None else "noisy"  # the spread it measured
+    flags = ", ".join(flag for flag, on in ((noisy, row.noisy), ("throttled", row.throttled)) if on)
     text = " ".join(part for part in (row.status + (f", {flags}" if flags else ""), reference) if part)
     return f"[{STATUS_STYLE.get(row.status, 'white')}]{escape(plain(text))}[/]"
 
@@ -210,7 +211,9 @@ def _parity(row: SummaryRow) -> str:
     if row.parity is None:
         return ""
     p = row.parity
-    return f"[{PARITY_STYLE[p.verdict]}]{p.verdict}[/] {p.delta:+.3f} / {p.tolerance:.3f}"
+    # One seed, its delta beyond the tolerance: no verdict, but not to be read as a pass either.
+    at_risk = "[bold yellow]at risk:[/] " if p.verdict == "indicative" and p.beyond_tolerance else ""
+    return f"{at_risk}[{PARITY_STYLE[p.verdict]}]{p.verdict}[/] {p.delta:+.3g} / {p.tolerance:.3g}"
 
 
 def _number(value: float | None, template: str) -> str:
