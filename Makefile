@@ -14,7 +14,11 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt locks/cu130.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check $(LOCKS) -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile $(LOCKS) -e '.[dev,ray]'
+	@# The bytecode pip would write one file at a time (a minute here), on every core instead: processes
+	@# must find it written, where PYTHONDONTWRITEBYTECODE is set. Like pip's, it passes over the files
+	@# this Python can't compile (torch ships a helper in Python 3.12 syntax).
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $@
 
 run: install  ## the matrix that fits this machine (GPU: default.yaml, else smoke.yaml) into $(OUT)/
