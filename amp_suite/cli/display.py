@@ -151,7 +151,7 @@ def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[
 
 
 def _cell(row: SummaryRow, rows: Sequence[SummaryRow]) -> str:
-    """"resnet", "mlp, compiled (default)"; with the matrix where the rows come from several."""
+    """The cell as "resnet" or "mlp, compiled (default)"; with the matrix where the rows come from several."""
     matrix = f" ({row.matrix})" if len({r.matrix for r in rows}) > 1 else ""
     return row.workload + ("" if row.variant == EAGER else f", {row.variant}") + matrix
 

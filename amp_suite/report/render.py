@@ -203,7 +203,7 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
     intro = (
         "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) needs two or"
         " more seeds on both sides. Parity compares the validation metric with fp32's: pass or fail with two or"
-        " more seeds, indicative with one (\"at risk\" where its delta is beyond the tolerance). Noisy: a seed's"
+        " more seeds, indicative with one (marked at risk where its delta is beyond the tolerance). Noisy: a seed's"
         f" throughput varied by more than {NOISY_SPREAD:.0%} across its timed windows ((max - min) / median), or the"
         f" speedup's interval reaches more than {NOISY_SPREAD:.0%} either side; the spread shown is the wider of the"
         " two."
@@ -372,7 +372,8 @@ def _speedup(value: float | None, interval: tuple[float, float] | None) -> str:
 
 
 def _parity(row: Row) -> str:
-    """"pass (+0.002 / 0.018)"; a one-seed delta beyond its tolerance says so first: "at risk: indicative (...)"."""
+    """E.g. "pass (+0.002 / 0.018)"; a one-seed delta beyond its tolerance says so first:
+    "at risk: indicative (-0.062 / 0.0176)"."""
     if row.parity is None:
         return "-"
     at_risk = "at risk: " if row.parity_at_risk and row.parity != "fail" else ""
@@ -440,7 +441,7 @@ NUMBER = re.compile(r"[-+]?\d[\d,.]*(x|%|\b)")
 
 
 def number_class(cell: str) -> str:
-    """"num" for a cell that is a figure ("1.23x [1.1, 1.4]", "27,225.1 tokens/s", "-"): right-aligned."""
+    """The class "num" for a cell that is a figure ("1.23x [1.1, 1.4]", "27,225.1 tokens/s", "-"): right-aligned."""
     return "num" if cell == "-" or NUMBER.match(cell) else ""
 
 
