@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -113,7 +114,7 @@ class Column:
     keep: int  # the narrower the terminal, the sooner a column with a lower value is left out
     right: bool = True  # numbers are right-aligned
 
-    @property
+    @cached_property
     def width(self) -> int:
         return max([cell_len(self.header), *(Text.from_markup(cell).cell_len for cell in self.cells)])
 
@@ -130,24 +131,21 @@ def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[
     """Every column, with how much it is needed: the cell (workload and, where not eager, how it
     ran), its precision and status, then the speedup and parity, then the rest."""
     with_tf32 = any(row.speedup_vs_tf32 is not None and row.precision != "tf32" for row in rows)
-    columns = [
+    return [  # left to right as read; `keep` says which go first when the terminal is narrow
         Column("workload", [plain(_cell(row, rows)) for row in rows], 100, right=False),
+        Column("batch", [plain(row.batch) for row in rows], 45),
         Column("precision", [plain(row.precision) for row in rows], 100, right=False),
         Column("status", [_status(row, notes) for row in rows], 99, right=False),
-        Column("vs fp32", [_speedup(row.speedup, row.speedup_interval) for row in rows], 98),
-        Column("parity: delta / tol", [_parity(row) for row in rows], 97, right=False),
         Column("throughput", [plain(_number(row.throughput, "{:,.1f} " + row.unit)) for row in rows], 90),
+        Column("vs fp32", [_speedup(row.speedup, row.speedup_interval) for row in rows], 98),
         *([Column("vs tf32", [_speedup(r.speedup_vs_tf32, r.speedup_vs_tf32_interval) for r in rows], 20)]
           if with_tf32 else []),
+        Column("peak MB", [_number(row.peak_memory_mb, "{:,.0f}") for row in rows], 30),
         Column("mem vs fp32", [_number(row.memory_ratio, "{:.2f}x") for row in rows], 60),
         Column("validation", [_validation(row) for row in rows], 50),
-        Column("batch", [plain(row.batch) for row in rows], 45),
-        Column("peak MB", [_number(row.peak_memory_mb, "{:,.0f}") for row in rows], 30),
+        Column("parity: delta / tol", [_parity(row) for row in rows], 97, right=False),
         Column("grads < fp16", [_number(row.grad_underflow_fraction, "{:.1%}") for row in rows], 10),
     ]  # fmt: skip
-    order = ("workload", "batch", "precision", "status", "throughput", "vs fp32", "vs tf32", "peak MB", "mem vs fp32",
-             "validation", "parity: delta / tol", "grads < fp16")  # fmt: skip
-    return sorted(columns, key=lambda column: order.index(column.header))  # as read: left to right
 
 
 def _cell(row: SummaryRow, rows: Sequence[SummaryRow]) -> str:

@@ -105,7 +105,7 @@ def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row],
     figure, axes = _panels(len(groups))
     for axis, (where, rows) in zip(axes, groups.items(), strict=False):
         machines = list(dict.fromkeys(r.machine for r in rows))
-        precisions = sorted({r.precision for r in rows}, key=_precision_order)  # the same order in every panel
+        precisions = sorted({r.precision for r in rows}, key=precision_order)  # the same order in every panel
         width = 0.8 / len(precisions)
         for i, precision in enumerate(precisions):
             labelled = False
@@ -135,7 +135,7 @@ def _legend_below(axis, entries: int) -> None:
     axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(entries, 4), frameon=False)
 
 
-def _precision_order(precision: str) -> int:
+def precision_order(precision: str) -> int:
     return PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS)
 
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from amp_suite.config import NOISY_SPREAD
-from amp_suite.config.precisions import PRECISIONS, REFERENCE, SPEED_BASELINES, TF32_BASELINE
+from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, TF32_BASELINE
 from amp_suite.report.build import Report, Row
 from amp_suite.report.claims import CLAIMS
-from amp_suite.report.figures import Figure
+from amp_suite.report.figures import Figure, precision_order
 from amp_suite.text import markdown_cell, printable
 
 FORMATS = ("html", "md", "json")
@@ -95,7 +95,7 @@ def _glance(report: Report, machine: str, label: str) -> Section:
     setups: dict[str, list[Row]] = {}
     for row in mine:
         setups.setdefault(row.setup, []).append(row)
-    precisions = sorted({r.precision for r in mine}, key=lambda p: PRECISIONS.index(p) if p in PRECISIONS else 99)
+    precisions = sorted({r.precision for r in mine}, key=precision_order)
     several_matrices = len({r.matrix for r in mine}) > 1
     headers: list[str] = ["workload (unit; validation metric)", "batch"]
     for precision in precisions:

@@ -19,6 +19,7 @@ import getpass
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -243,7 +244,7 @@ class MlflowStore:
         metrics = [(f"{workload}.best_speedup", speedup, 0) for workload, speedup in _best_speedups(summary).items()]
         metrics += [("parity_failures", sum(1 for r in summary if r.parity and r.parity.verdict == "fail"), 0),
                     ("noisy_rows", sum(1 for r in summary if r.noisy), 0)]  # fmt: skip
-        metrics += [(f"cells_{status}", count, 0) for status, count in _statuses(records).items()]
+        metrics += [(f"cells_{status}", count, 0) for status, count in Counter(r.status for r in records).items()]
         skipped = "; ".join(f"{r.cell_id}: {r.reason}" for r in records if r.status == "skipped")
         tags = {MLFLOW_NOTE: note[:MAX_TAG_LENGTH], "skipped_cells": skipped[:MAX_TAG_LENGTH] or "none"}
         self._batch(run_id, tags=tags, metrics=metrics)
@@ -310,13 +311,6 @@ def _best_speedups(summary: Sequence[SummaryRow]) -> dict[str, float]:
         if row.speedup is not None and mode is not None and not mode.control and not mode.reference:
             best[row.workload] = max(best.get(row.workload, 0.0), row.speedup)
     return best
-
-
-def _statuses(records: Sequence[CellRecord]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for record in records:
-        counts[record.status] = counts.get(record.status, 0) + 1
-    return counts
 
 
 def child_run_name(cell_id: str) -> str:
