@@ -56,7 +56,7 @@ from pathlib import Path
 
 import yaml
 
-from amp_suite.analysis.summary import paired_ratio, ratio_interval
+from amp_suite.analysis.ratios import paired_ratio, ratio_interval
 
 SMOKE = Path(__file__).resolve().parent.parent / "experiments" / "smoke.yaml"
 POLL_S = 0.02  # how often the driver looks for a side's timed steps to begin (they end at a slice's end)

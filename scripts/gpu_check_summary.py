@@ -201,6 +201,28 @@ def check_energy(found: list[dict]) -> Check:
     return "FAIL", what, f"null in {len(null)} of {len(ok)} cells, e.g. {listed}"
 
 
+def check_time_to_target(found: list[dict]) -> Check:
+    """Cells with a target evaluate between runs of CUDA-timed steps: throughput's seconds must be
+    the runs' spans (the last evaluation's train_s), the evaluations' time apart in eval_s."""
+    what = "time to target: evaluations outside the timed steps"
+    evaluated = [r for r in found if r["status"] == "ok" and r.get("eval_every")]
+    if not evaluated:
+        return "FAIL", what, "no ok cell evaluated for a target (experiments/gpu-check.yaml declares one)"
+    wrong = []
+    for r in evaluated:
+        curve, timed, spent = r.get("eval_curve") or [], timed_s(r), r.get("eval_s")
+        expected = -(-r["steps"] // r["eval_every"])  # an evaluation per run of steps, the last the cell's own
+        last = curve[-1].get("train_s") if curve else None
+        if len(curve) != expected or not (_number(spent) and spent > 0):
+            wrong.append(f"{r['cell_id']}: {len(curve)} evaluations (expected {expected}), eval_s {spent}")
+        elif not (_number(last) and timed is not None and abs(last - timed) <= 0.01 * timed):
+            wrong.append(f"{r['cell_id']}: timed {_format(timed, '.3f')} s but the last evaluation at {last} s")
+    if wrong:
+        return "FAIL", what, "; ".join(wrong)[:300]
+    spent = ", ".join(f"{r['precision']} {r['eval_s']:.2f} s" for r in evaluated)
+    return "PASS", what, f"{len(evaluated)} cells, evaluations took {spent}"[:300]
+
+
 def listed_uuids(work: Path) -> set[str]:
     path = work / "nvidia-smi.txt"
     return set(LISTED_UUID.findall(path.read_text(errors="replace"))) if path.exists() else set()
@@ -245,6 +267,7 @@ def checks_block(work: Path, gpus: int | None) -> tuple[str, bool]:
         check_mfu(found),
         check_ddp_mfu(found, gpus),
         check_energy(found),
+        check_time_to_target(found),
         check_uuid(found, listed_uuids(work)),
     ]
     failed_stages = [f"{name} exit {code}" for name, code in stage_exits(work) if code != 0]

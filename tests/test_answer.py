@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from test_report import A100, CPU, MLP, records, three
 
+from amp_suite.records.results import EvalPoint
 from amp_suite.report import build_report
 
 
@@ -23,14 +24,14 @@ def test_the_fastest_mode_that_keeps_accuracy_is_recommended_with_its_interval_a
     assert (answer.mode, answer.accuracy, answer.seeds, answer.parity) == ("bf16", "kept", 3, "pass")
     low, high = answer.speedup_interval
     assert low < 1.9 < high and answer.sentence.startswith(f"bf16: 1.90x [{low:.2f}, {high:.2f}] faster, 1.00x memory")
-    assert answer.sentence.endswith("accuracy kept (3 seeds)")
+    assert answer.sentence.endswith("accuracy kept (t-test p=0.002, 3 seeds)")
     assert answer.rule == "bf16" and answer.rule_disagrees is None  # an A100: the rule says bf16 too
 
 
 def test_a_faster_mode_that_loses_accuracy_is_passed_over_and_named():
     answer = answer_of(A100, {"fp32": three(1000.0), "fp16": three(1500.0), "bf16": three(1900.0, accuracy=0.8)})
     assert (answer.mode, answer.accuracy) == ("fp16", "kept")
-    assert "; bf16 is 1.90x faster but loses accuracy: -0.1 against a tolerance of" in answer.sentence
+    assert "; bf16 is 1.90x faster but loses accuracy: -0.1 against a margin of" in answer.sentence
     assert "the capability rule recommends bf16" in answer.rule_disagrees
 
 
@@ -38,7 +39,7 @@ def test_one_seed_beyond_its_tolerance_is_at_risk_never_kept():
     answer = answer_of(CPU, {"fp32": [(1000.0, 0.881)], "bf16": [(1300.0, 0.819)]})
     assert (answer.mode, answer.accuracy, answer.parity) == ("fp32", "at risk", None)
     assert answer.sentence == (
-        "stay with fp32: bf16 is 1.30x faster but accuracy is at risk: -0.062 against a tolerance of 0.0176,"
+        "stay with fp32: bf16 is 1.30x faster but accuracy is at risk: -0.062 against a margin of 0.0176,"
         " one seed; run more seeds"
     )
     assert "accuracy kept" not in answer.sentence
@@ -83,3 +84,24 @@ def test_a_one_seed_delta_beyond_its_tolerance_is_marked_at_risk_on_every_surfac
     print_summary(console, summarize(made), "fixture", None)
     assert "at risk: indicative -0.062 / 0.0176" in console.export_text()
     assert "1 of 1 comparisons with fp32 rest on one seed" in to_markdown(report, [])  # said up front
+
+
+def test_time_to_target_stands_beside_the_speedup_and_the_answer_says_where_they_disagree():
+    """bf16's steps are 1.9x faster, but it needs twice fp32's training time to reach 0.9."""
+    made = records(A100, {**MLP, "target": {"value": 0.9}}, {"fp32": three(1000.0), "bf16": three(1900.0)})
+    curves = {"fp32": [(20, 2.0, 0.95)], "bf16": [(20, 1.0, 0.5), (40, 4.0, 0.95)]}
+    made = [r.updated(eval_curve=[EvalPoint(step=s, train_s=t + r.seed / 10, metric=m) for s, t, m in
+                                  curves[r.precision]]) for r in made]  # fmt: skip
+    (answer,) = build_report(made, []).answer
+    assert answer.mode == "bf16" and answer.accuracy == "kept"
+    assert "; bf16 reaches val_accuracy 0.9 in 1.95x fp32's time (speedup to target 0.51x [" in answer.sentence
+    assert answer.sentence.endswith(", 3 seeds): faster steps, but no sooner to the target")
+
+
+def test_a_fail_within_the_margin_is_at_risk_and_says_how_much_worse_it_could_be():
+    """bf16's mean is within the margin (0.018), but two noisy seeds can't show it: not lost, at risk."""
+    answer = answer_of(A100, {"fp32": [(1000.0, 0.90), (1000.0, 0.90)], "bf16": [(1900.0, 0.88), (1900.0, 0.90)]})
+    assert (answer.mode, answer.accuracy) == ("fp32", "at risk")
+    shown = "bf16 is 1.90x faster but keeping accuracy is not shown: -0.01 against a margin of 0.018, could be up to"
+    assert shown in answer.sentence
+    assert answer.sentence.endswith("(t-test p=0.29, 2 seeds); run more seeds")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 import pytest
@@ -16,6 +17,7 @@ from amp_suite.hardware.capability import cpu_caps
 from amp_suite.instruments.diagnostics.flops import count_step_flops
 from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.instruments.memory import PeakMemory
+from amp_suite.workloads.resnet import ResNetWorkload
 
 CELLS = {c.precision: c for c in Matrix.model_validate(tiny_matrix(steps=6)).cells("cpu")}
 BF16_CPU = cpu_caps("test cpu", frozenset({"avx512_bf16"}))
@@ -47,6 +49,30 @@ def test_precisions_share_initial_weights_and_batch_order(bf16_cpu):
     assert fp32.data_fingerprint == bf16.data_fingerprint and fp32.data_source == "sklearn:digits"
     assert bf16.loss_curve[0] == pytest.approx(fp32.loss_curve[0], rel=0.05)  # same model, same batch
     assert bf16.loss_curve != fp32.loss_curve  # but not the same arithmetic
+
+
+def test_evaluating_for_time_to_target_leaves_the_training_untouched_and_the_timed_steps_alone(bf16_cpu, monkeypatch):
+    """A ResNet (BatchNorm: eval mode must not move its running statistics) trained with and without
+    evaluations every 2 steps: the same losses to the last bit; the evaluations' time is eval_s."""
+    matrix = tiny_matrix(steps=6, workloads=[{"workload": "resnet", "arch": "resnet18", "image_size": 32,
+                         "num_classes": 10, "batch_sizes": [8], "samples": 64, "data": {"val_samples": 16,
+                         "source": "digits"}}])  # fmt: skip
+    plain = Matrix.model_validate(matrix).cells("cpu")[0]
+    matrix["workloads"][0]["target"] = {"value": 0.5, "eval_every": 2}
+    evaluated = Matrix.model_validate(matrix).cells("cpu")[0]
+    evaluate = ResNetWorkload.evaluate  # made slow: an evaluation must stay out of the timed steps
+    monkeypatch.setattr(ResNetWorkload, "evaluate", lambda *args: (time.sleep(0.2), evaluate(*args))[1])
+    without, with_evaluations = run_cell(plain), run_cell(evaluated)
+    assert with_evaluations.status == without.status == "ok"
+    assert with_evaluations.loss_curve == without.loss_curve
+    assert [p.step for p in with_evaluations.eval_curve] == [4, 6, 8]  # after 2, 4 and 6 timed steps (2 warmup)
+    assert with_evaluations.eval_curve[-1].metric == with_evaluations.val_metric
+    assert with_evaluations.eval_s >= 0.4  # two evaluations between runs of steps; the last is the cell's own
+    # Throughput's seconds are the runs' spans: the steps and the gaps between them, not the 0.4 s of sleep.
+    timed_s = 6 * with_evaluations.batch_size / with_evaluations.throughput
+    assert timed_s == pytest.approx(with_evaluations.eval_curve[-1].train_s)
+    assert timed_s < 6 * with_evaluations.step_time_ms_mean / 1e3 + 0.2
+    assert without.eval_curve == [] and without.eval_s is None
 
 
 def test_unsupported_modes_are_skipped_with_a_reason_not_substituted(bf16_cpu):

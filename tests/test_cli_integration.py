@@ -73,6 +73,34 @@ def test_at_120_columns_no_figure_is_cut_and_summary_reprints_the_tables(tiny_ru
     assert "The answer on" in narrow.stdout
 
 
+def test_a_record_whose_batches_differ_from_fp32s_makes_its_comparison_invalid_in_report_and_summary(tiny_run):
+    """A hand-edited (or foreign) bf16 line that drew other batches than fp32's run of its seed: the
+    comparison is marked invalid everywhere a user reads it, never pooled into a verdict."""
+    root, _, _ = tiny_run
+    edited = root / "edited"
+    edited.mkdir()
+    lines = []
+    for record in read_records(root / "out"):
+        if record["precision"] == "bf16":
+            assert record["batch_order_hash"] and record["data_fingerprint"]  # every record carries both
+            record["batch_order_hash"] = "0" * 16
+        lines.append(json.dumps(record))
+    (edited / "results.jsonl").write_text("\n".join(lines) + "\n")
+    done = amp_suite("report", str(edited), "--out", str(edited / "report"), cwd=root)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((edited / "report" / "report.json").read_text())
+    bf16 = next(row for row in report["rows"] if row["precision"] == "bf16")
+    assert bf16["parity"] == "invalid"
+    assert bf16["invalid"].startswith("seed 0, batch 8: batch order 000000000000 differs from fp32's")
+    (answer,) = report["answer"]
+    assert answer["mode"] != "bf16" and "bf16 not compared with fp32, which saw other data (seed 0" in (
+        answer["sentence"]
+    )
+    assert "invalid: seed 0, batch 8: batch order" in (edited / "report" / "report.md").read_text()
+    summary = amp_suite("summary", str(edited), cwd=root, env={"COLUMNS": "200"})
+    assert summary.returncode == 0 and "invalid: other data" in summary.stdout
+
+
 def test_loss_series_is_logged_per_step(tiny_run):
     from mlflow import MlflowClient
 
@@ -100,7 +128,8 @@ def test_a_record_stands_alone_and_mlflow_is_built_for_review(tiny_run):
     root, _, _ = tiny_run
     out = root / "out"
     record = read_records(out)[0]
-    assert record["parity_rule"] == {"tolerance": 0.02, "k": 2.0} and record["invocation_id"]
+    assert record["parity_rule"] == {"method": "t-test", "tolerance": 0.02, "alpha": 0.05, "k": 2.0}
+    assert record["invocation_id"]
     assert record["machine"]["device_type"] == "cpu" and record["machine"]["host"] and record["machine"]["torch"]
     assert record["environment"]["cuda_device_order"] == "PCI_BUS_ID"  # --gpus 2 is nvidia-smi's GPU 2
     assert record["flops_per_step"] > 0 and record["tflops"] > 0 and record["mfu"] is None  # no published CPU peak

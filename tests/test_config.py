@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import EXPERIMENTS, tiny_matrix
+from pydantic import ValidationError
 
-from amp_suite.config import PRECISIONS, ConfigError, Matrix, load_matrix
+from amp_suite.config import PRECISIONS, ConfigError, Matrix, ParityConfig, load_matrix
 
 
 @pytest.mark.parametrize("name", ["smoke.yaml", "default.yaml"])
@@ -19,8 +20,20 @@ def test_shipped_matrices_load(name):
 
 def test_failure_modes_matrix_pits_scaled_against_unscaled_fp16():
     matrix = load_matrix(EXPERIMENTS / "failure-modes.yaml")
-    assert matrix.precisions == ["fp32", "fp16", "fp16-noscale"] and matrix.repeats >= 2
+    assert matrix.precisions == ["fp32", "bf16", "fp16", "fp16-noscale"] and matrix.repeats >= 2
     assert all(cell.force for cell in matrix.cells("cpu") if cell.precision != "fp32")
+    assert matrix.parity.method == "t-test" and matrix.workloads[0].target.of_fp32 == 0.95
+
+
+def test_a_target_needs_one_value_and_a_rule_without_a_method_is_the_older_one():
+    base = tiny_matrix()
+    for target in ({}, {"value": 0.9, "of_fp32": 0.99}, {"value": 0.9, "eval_every": 0}):
+        with pytest.raises(ValidationError):
+            Matrix.model_validate({**base, "workloads": [{**base["workloads"][0], "target": target}]})
+    # A workload without a target hashes as it did before targets existed: --resume keeps its records.
+    assert "target" not in Matrix.model_validate(base).cells("cpu")[0].model_dump()
+    assert ParityConfig.model_validate({"tolerance": 0.02, "k": 2.0}).method == "noise-floor"
+    assert ParityConfig.model_validate({"tolerance": 0.02}).method == "t-test"
 
 
 def test_smoke_forces_fp16_on_mlp_only():

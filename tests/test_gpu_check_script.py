@@ -37,6 +37,12 @@ def record(matrix: str, workload: str, precision: str, compile: str = "off", bat
     } | fields  # fmt: skip
 
 
+def evaluated(timed_s: float = 2.0) -> dict:
+    """Time to target's fields: 400 steps evaluated every 100, the runs' spans adding up to `timed_s`."""
+    curve = [{"step": 10 + 100 * n, "train_s": timed_s * n / 4, "metric": 60.0 - n} for n in range(1, 5)]
+    return {"eval_every": 100, "eval_curve": curve, "eval_s": 0.4}
+
+
 def search(found: int, limited_by: str = "memory") -> dict:
     return {"batch_search": {"found": found, "limited_by": limited_by, "probes": [[8, "ok"], [found + 1, "oom"]]}}
 
@@ -48,7 +54,7 @@ def green() -> dict[str, list[dict]]:
             record("gpu-check-batch", "transformer", "fp32", batch=8, **search(8)),
             record("gpu-check-batch", "transformer", "bf16", batch=14, **search(14)),
         ],
-        "gpu-check": [record("gpu-check", "transformer", p) for p in ("fp32", "tf32", "fp16", "bf16")],
+        "gpu-check": [record("gpu-check", "transformer", p, **evaluated()) for p in ("fp32", "tf32", "fp16", "bf16")],
         "gpu-check-compile": [
             record("gpu-check-compile", "mlp", "tf32"),
             record("gpu-check-compile", "mlp", "tf32", "reduce-overhead"),
@@ -341,6 +347,10 @@ BROKEN = {
         lambda rs: _change(rs, FP32_SEARCH, environment={"gpu_uuid": "GPU-MIG-5c3d2a1b-0e9f-4a8b-9c7d-6e5f4a3b2c1d"}),
         "FAIL environment.gpu_uuid"),
     "no UUID": (lambda rs: _change(rs, FP32_SEARCH, environment={"gpu_uuid": None}), "FAIL environment.gpu_uuid"),
+    "an evaluation inside the timed steps": (
+        lambda rs: _change(rs, "transformer/bs16/seed0/bf16", **evaluated(timed_s=2.4)),
+        "FAIL time to target: evaluations outside the timed steps: transformer/bs16/seed0/bf16: timed 2.000 s"),
+    "no evaluation": (lambda rs: [r | {"eval_every": None} for r in rs], "FAIL time to target"),
 }  # fmt: skip
 
 
@@ -348,7 +358,7 @@ def test_every_check_passes_on_good_records(tmp_path):
     done = checks(tmp_path, every_record(), gpus=2)
     assert done.returncode == 0, done.stdout
     verdicts = [line.split()[0] for line in done.stdout.splitlines()[1:-1]]
-    assert verdicts == ["PASS"] * 6, done.stdout
+    assert verdicts == ["PASS"] * 7, done.stdout
     assert done.stdout.splitlines()[0] == "machine: NVIDIA H200 (cc 9.0, driver 580.1, torch 2.14.1, CUDA 13.0)"
 
 

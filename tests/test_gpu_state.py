@@ -85,6 +85,20 @@ def test_energy_power_clocks_and_temperature_over_the_timed_steps(clock):
     assert fields["throttled"] is False and fields["throttle_reasons"] == [] and fields["gpu_state_note"] is None
 
 
+def test_a_paused_stretch_leaves_its_time_and_energy_out(clock):
+    nvml = FakeNvml()
+    with GpuState(CUDA, nvml) as state:
+        clock[0] += 1.0
+        nvml.state.update(energy_mj=301_000)
+        with state.paused():  # an evaluation between timed steps: 1 s and 500 J that are not training's
+            clock[0] += 1.0
+            nvml.state.update(energy_mj=801_000)
+        clock[0] += 1.0
+        nvml.state.update(energy_mj=1_101_000)
+    fields = state.fields(TimedRegion(steps=100, batch_size=10))
+    assert fields["energy_j"] == pytest.approx(600.0) and fields["power_w"] == pytest.approx(300.0)
+
+
 def test_a_slowdown_at_either_end_or_in_between_marks_the_cell_throttled(clock):
     at_end = timed(FakeNvml(reasons=GPU_IDLE), clock, 2.0, reasons=SW_THERMAL)
     assert at_end["throttled"] is True and at_end["throttle_reasons"] == ["sw_thermal_slowdown"]

@@ -38,6 +38,29 @@ def test_cpu_timer_times_each_step_and_the_span():
     assert span >= sum(times) / 1e3 + 0.02
 
 
+def test_a_split_leaves_the_work_between_runs_of_steps_out_of_the_span():
+    """Time to target evaluates between runs of timed steps: that work is in no span, so not in throughput."""
+    timer = CpuStepTimer(4)
+    for step in range(4):
+        if step == 2:
+            timer.split()
+            time.sleep(0.3)  # an evaluation
+        with timer:
+            time.sleep(0.01)
+    times, span = timer.read()
+    assert len(times) == 4 and len(timer.spans_s) == 2 and span == pytest.approx(sum(timer.spans_s))
+    assert sum(times) / 1e3 <= span < 0.3
+
+
+def test_host_cpu_time_leaves_a_paused_stretch_out():
+    with HostCpuTime() as timed:
+        with timed.paused():  # an evaluation's CPU work
+            end = time.process_time() + 0.2
+            while time.process_time() < end:
+                pass
+    assert timed.seconds < 0.05
+
+
 def test_host_cpu_time_counts_work_not_waiting_and_logs_its_bounds(capsys):
     with HostCpuTime() as waiting:
         time.sleep(0.2)

@@ -47,7 +47,7 @@ def test_skipped_cells_are_fine():
 def test_a_parity_failure_exits_4():
     outcome = _judge(_records(fp16=("ok", 0.10)))
     assert outcome.exit_code is ExitCode.UNEXPECTED_VERDICT
-    assert outcome.problems == ("mlp/bs8/fp16: parity fail (-0.805 against a tolerance of 0.0181)",)
+    assert outcome.problems == ("mlp/bs8/fp16: parity fail (-0.805 against a margin of 0.0181)",)
 
 
 def test_an_expected_parity_failure_exits_0_and_is_reported_as_expected():

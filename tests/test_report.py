@@ -377,3 +377,23 @@ def test_gpu_energy_and_throttling_reach_the_tables():
     shown = {row[4]: row for row in table.rows}  # by precision
     assert shown["bf16"][energy] == "0.012 J (280 W)" and "throttled" in shown["bf16"][5]
     assert "throttled" not in shown["fp32"][5]
+
+
+def test_records_written_under_the_older_rule_are_judged_by_it_and_labelled_with_it(tmp_path):
+    """results.jsonl lines from before the t test carry {tolerance, k}: read back, they keep the
+    noise-floor rule, and the report names it beside their verdict; today's records name the test."""
+    import json
+
+    from amp_suite.records.results import ResultsFile
+    from amp_suite.report.render import to_markdown
+
+    made = records(A100, MLP, {"fp32": three(1000.0), "bf16": three(1900.0)})
+    lines = [json.loads(r.model_dump_json()) | {"parity_rule": {"tolerance": 0.02, "k": 2.0}} for r in made]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    old, unreadable = ResultsFile(tmp_path / "results.jsonl").read()
+    assert unreadable == 0 and {r.parity_rule.method for r in old} == {"noise-floor"}
+    (row,) = [r for r in build_report(old, []).rows if r.precision == "bf16"]
+    assert (row.parity, row.parity_method, row.parity_p_value) == ("pass", "noise-floor", None)
+    assert "pass (+0 / 0.018, noise-floor rule)" in to_markdown(build_report(old, []), [])
+    (today,) = [r for r in build_report(made, []).rows if r.precision == "bf16"]
+    assert today.parity_method == "t-test" and today.parity_seeds == 3 and today.parity_p_value < 0.05

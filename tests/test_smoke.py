@@ -73,6 +73,13 @@ def test_smoke_matrix_covers_everything_within_three_minutes_report_included(smo
     assert all(r["status"] == "ok" or (r["status"] == "skipped" and r["reason"]) for r in records)
     forced = cells[("mlp", "fp16")]
     assert forced["status"] == "ok" and forced["loss_scale"] > 0  # the GradScaler path ran
+    # Time to target on the MLP (90% validation accuracy on digits, evaluated every 10 steps), in every
+    # precision that ran: the steps and timed seconds to it, the evaluations' cost apart.
+    for precision in ("fp32", "bf16", "fp16"):
+        mlp = cells[("mlp", precision)]
+        assert mlp["target"] == 0.9 and mlp["eval_every"] == 10 and len(mlp["eval_curve"]) == 6, precision
+        assert mlp["steps_to_target"] <= 65 and 0 < mlp["time_to_target_s"] <= mlp["eval_curve"][-1]["train_s"]
+        assert mlp["eval_s"] > 0 and children_by_cell(out, "smoke")[mlp["cell_id"]].data.metrics["time_to_target_s"] > 0
     parents, children = nested_runs(out, "smoke")  # a run per cell that ran; the skipped ones set aside
     assert len(parents) == 1 and len(children) == sum(r["status"] != "skipped" for r in records)
     assert {p.name for p in (out / "report").iterdir()} >= {"report.html", "report.md", "report.json", "figures"}
@@ -118,9 +125,30 @@ def test_failure_modes_fp16_without_scaling_fails_parity_and_with_scaling_passes
     records = read_records(out)
     runs = children_by_cell(out, "failure-modes")
     amp = [(r["precision"], runs[r["cell_id"]].data) for r in records if r["precision"] != "fp32"]
-    assert {(mode, data.tags["parity"]) for mode, data in amp} == {("fp16", "pass"), ("fp16-noscale", "fail")}
-    assert {(mode, data.metrics["parity_pass"]) for mode, data in amp} == {("fp16", 1.0), ("fp16-noscale", 0.0)}
+    verdicts = {("bf16", "pass"), ("fp16", "pass"), ("fp16-noscale", "fail")}
+    assert {(mode, data.tags["parity"]) for mode, data in amp} == verdicts
+    assert {(mode, data.metrics["parity_pass"]) for mode, data in amp} == {(m, float(v == "pass")) for m, v in verdicts}
+    # The verdict is the one-sided t test's, over the three seed pairs, with its p-value and margin on each run.
+    assert all(data.metrics["parity_seeds"] == 3 and data.metrics["parity_margin"] > 0 for _, data in amp)
+    assert all(data.metrics["parity_p_value"] < 0.05 for mode, data in amp if mode != "fp16-noscale")
     assert all(r["grad_underflow_fraction"] > 0.9 for r in records)  # the reason, measured
+    # Time to target (95% of fp32's final accuracy): every seed is evaluated every 15 steps; the
+    # control's learning stalls, and it never gets there; the others do, with an interval over seeds.
+    assert all(r["eval_every"] == 15 and len(r["eval_curve"]) == 10 and r["eval_s"] > 0 for r in records)
+    report = json.loads((out / "report" / "report.json").read_text())
+    rows = {r["precision"]: r for r in report["rows"]}
+    assert rows["fp16-noscale"]["target_reached"] == "0/3" and rows["fp16-noscale"]["target_speedup"] is None
+    for mode in ("fp32", "bf16", "fp16"):
+        assert rows[mode]["target_reached"] == "3/3" and rows[mode]["time_to_target_s"] > 0
+    low, high = rows["bf16"]["target_speedup_interval"]
+    assert low < rows["bf16"]["target_speedup"] < high
+    markdown = (out / "report" / "report.md").read_text()
+    assert "never (0/3 seeds)" in markdown and "fp16-noscale never reaches 95% of fp32's val_accuracy" in markdown
+    assert "fp16-noscale never reaches" in runs_claim(report, "fp16_needs_scaler")
+
+
+def runs_claim(report: dict, claim: str) -> str:
+    return next(c["evidence"] for c in report["claims"] if c["claim"] == claim and c["verdict"] != "not measured here")
 
 
 def _second_machine(records: list[dict]) -> list[dict]:
@@ -147,7 +175,7 @@ def test_report_keeps_machines_apart_and_judges_the_articles_claims(smoke_run, f
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "report" / "report.json").read_text())
 
-    assert len(report["machines"]) == 2 and report["records"] == 16 + 9 + 16  # smoke (with compiled MLP), fm
+    assert len(report["machines"]) == 2 and report["records"] == 16 + 12 + 16  # smoke (with compiled MLP), fm
     cpu, a100 = sorted(report["machines"], key=lambda m: m["device_type"] == "cuda")
     assert a100["hosts"] == ["fixture-second-machine"]
     keys = [(r["machine"], r["setup"], r["precision"]) for r in report["rows"]]

@@ -3,12 +3,16 @@ in, how much faster than the fp32 reference it is, what it does to memory, and w
 survives. No torch here.
 
 A mode is faster when its speedup over fp32 is beyond noise: its 95% interval lies above 1, or,
-with a single seed (no interval), the speedup exceeds 1 + NOISY_SPREAD. Its accuracy is at risk
-when its parity delta is beyond the tolerance, whether the verdict is a fail or, with one seed,
-indicative. The answer recommends the fastest mode that is faster and not at risk, says so when a
-faster mode was at risk, and says "no mode beats fp32" when none is faster. Negative controls are
-never recommended. Where the static capability rule (`amp-suite doctor`) picks another mode than
-the measurement, the answer says so: the rule reads the datasheet, the answer the stopwatch.
+with a single seed (no interval), the speedup exceeds 1 + NOISY_SPREAD. Its accuracy is lost when
+its parity test fails with a mean degradation beyond the margin; at risk when the test fails within
+it (not shown to keep accuracy), when one seed's delta is beyond it, or when the mode falls short of
+the workload's target on a seed; not judged when it saw other data than fp32 (invalid). Where the
+workload declares a target, the answer gives the time to it beside the throughput speedup, and says
+so where faster steps did not reach it sooner. The answer recommends the fastest mode that is
+faster and not at risk, says so when a faster mode was at risk, and says "no mode beats fp32" when
+none is faster. Negative controls are never recommended. Where the static capability rule
+(`amp-suite doctor`) picks another mode than the measurement, the answer says so: the rule reads
+the datasheet, the answer the stopwatch.
 """
 
 from __future__ import annotations
@@ -16,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from amp_suite.analysis.summary import SummaryRow
+from amp_suite.analysis.summary import Parity, SummaryRow, p_value_words
 from amp_suite.config import NOISY_SPREAD
 from amp_suite.config.precisions import MODE_BY_NAME, REFERENCE
 from amp_suite.hardware.capability import recommend
 from amp_suite.hardware.machine import Machine
 
-KEPT, AT_RISK, LOST, NOT_COMPARED = "kept", "at risk", "lost", "not compared"
+KEPT, AT_RISK, LOST, NOT_COMPARED, INVALID = "kept", "at risk", "lost", "not compared", "invalid"
 
 
 @dataclass(frozen=True)
@@ -55,12 +59,21 @@ def answers(rows: Sequence[SummaryRow], machines: dict[str, Machine]) -> list[An
 
 
 def accuracy(row: SummaryRow) -> str:
-    """What the row's parity says about accuracy, in a word."""
-    if row.parity is None:
-        return NOT_COMPARED
-    if row.parity.verdict == "fail":
-        return LOST
-    return AT_RISK if row.parity.beyond_tolerance else KEPT
+    """What the row's parity, and its time to target, say about accuracy, in a word. A fail whose
+    mean degradation is within the margin was not shown to keep accuracy (too few seeds, or too
+    noisy): at risk, not lost. A mode that falls short of the target on a seed is at risk too."""
+    p = row.parity
+    if p is not None and p.verdict == "invalid":
+        return INVALID
+    if p is not None and p.verdict == "fail":
+        return LOST if p.lost else AT_RISK
+    if (p is not None and p.beyond_tolerance) or _short_of_target(row):
+        return AT_RISK
+    return NOT_COMPARED if p is None else KEPT
+
+
+def _short_of_target(row: SummaryRow) -> bool:
+    return row.time_to_target is not None and not row.time_to_target.all_reached
 
 
 def faster(row: SummaryRow) -> bool:
@@ -84,11 +97,16 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
     if not candidates:
         sentence = f"no answer: no mode but {REFERENCE} finished" + _skips(group)
         return Answer(**where, **_no_mode(), sentence=sentence)
+    invalid = [r for r in candidates if accuracy(r) == INVALID]
+    candidates = [r for r in candidates if r not in invalid]
+    if not candidates:
+        return Answer(**where, **_no_mode(), sentence=f"no answer: {_invalid_words(invalid)}")
     safe = sorted((r for r in candidates if faster(r) and accuracy(r) in (KEPT, NOT_COMPARED)), key=_speed)
     risky = sorted((r for r in candidates if faster(r) and accuracy(r) in (AT_RISK, LOST)), key=_speed)
     if safe:
         chosen = considered = safe[-1]
         sentence = f"{chosen.precision}: {_speed_words(chosen)}, {_memory_words(chosen)}, {_accuracy_words(chosen)}"
+        sentence += _target_words(chosen)
         if risky and _speed(risky[-1]) > _speed(chosen):
             sentence += f"; {_risk_words(risky[-1])}"
     elif risky:
@@ -100,8 +118,11 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
         sentence = f"no mode beats {REFERENCE} beyond noise here: the fastest, {considered.precision}, ran at {speed}"
         if reference.step_time_ms is not None:
             sentence += f"; an {REFERENCE} step takes {reference.step_time_ms:.3g} ms"
+        sentence += _target_words(considered)
         if accuracy(considered) in (AT_RISK, LOST):
             sentence += f"; {_risk_words(considered)}"
+    if invalid:
+        sentence += f"; {_invalid_words(invalid)}"
     rule, disagrees = _rule(machine, chosen.precision, group)
     return Answer(
         **where, mode=chosen.precision, speedup=chosen.speedup, speedup_interval=chosen.speedup_interval,
@@ -146,16 +167,45 @@ def _accuracy_words(row: SummaryRow) -> str:
         return "accuracy not compared (no validation on both sides)"
     if row.parity.verdict == "indicative":
         return "accuracy kept on one seed (indicative: run more seeds for a verdict)"
-    return f"accuracy kept ({_seeds(row.runs)})"
+    return f"accuracy kept ({_test_words(row.parity)})"
 
 
 def _risk_words(row: SummaryRow) -> str:
+    faster = f"{row.precision} is {row.speedup:.2f}x faster"
     p = row.parity
-    assert p is not None
-    gap = f"{p.delta:+.3g} against a tolerance of {p.tolerance:.3g}"
+    if p is None or (p.verdict != "fail" and not p.beyond_tolerance):  # short of its target
+        assert row.time_to_target is not None
+        return f"{faster} but {row.time_to_target.words(row.precision)}"
+    gap = f"{p.delta:+.3g} against a margin of {p.tolerance:.3g}"
+    if p.lost:
+        return f"{faster} but loses accuracy: {gap} ({_test_words(p)})"
     if p.verdict == "fail":
-        return f"{row.precision} is {row.speedup:.2f}x faster but loses accuracy: {gap} ({_seeds(row.runs)})"
-    return f"{row.precision} is {row.speedup:.2f}x faster but accuracy is at risk: {gap}, one seed; run more seeds"
+        bound = f"up to {p.upper_bound:.3g} worse" if p.upper_bound is not None else "worse"
+        return f"{faster} but keeping accuracy is not shown: {gap}, could be {bound} ({_test_words(p)}); run more seeds"
+    return f"{faster} but accuracy is at risk: {gap}, one seed; run more seeds"
+
+
+def _test_words(p: Parity) -> str:
+    """E.g. "t-test p = 0.15, 3 seeds"."""
+    test = f"t-test {p_value_words(p.p_value)}, " if p.p_value is not None else ""
+    return f"{test}{_seeds(p.seeds)}"
+
+
+def _target_words(row: SummaryRow) -> str:
+    """Time to target beside the throughput speedup, and where the two disagree, that they do."""
+    reach = row.time_to_target
+    if reach is None:
+        return ""
+    words = f"; {reach.words(row.precision)}"
+    if reach.speedup is not None and reach.speedup < 1 <= (row.speedup or 0):
+        words += ": faster steps, but no sooner to the target"
+        if row.skipped_steps:
+            words += f" (GradScaler skipped {row.skipped_steps:.3g} steps)"
+    return words
+
+
+def _invalid_words(rows: list[SummaryRow]) -> str:
+    return "; ".join(f"{r.precision} not compared with {REFERENCE}, which saw other data ({r.invalid})" for r in rows)
 
 
 def _seeds(runs: int) -> str:

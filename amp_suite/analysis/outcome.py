@@ -63,7 +63,9 @@ def judge(records: Sequence[CellRecord], summary: Sequence[SummaryRow], expect: 
             )
         elif verdict == "fail":
             p = row.parity
-            unexpected.append(f"{where}: parity fail ({p.delta:+.4g} against a tolerance of {p.tolerance:.4g})")
+            unexpected.append(f"{where}: parity fail ({p.delta:+.4g} against a margin of {p.tolerance:.4g})")
+        elif verdict == "invalid":  # never pooled: a comparison of other data is no verdict at all
+            unexpected.append(f"{where}: parity invalid ({row.invalid})")
     code = ExitCode.CELLS_FAILED if failed else ExitCode.UNEXPECTED_VERDICT if unexpected else ExitCode.OK
     return Outcome(code, tuple(failed + unexpected), tuple(held))
 

@@ -7,11 +7,15 @@ amp_suite.hardware.machine) or of differently configured workloads are never poo
 ratio compare a group with fp32 (and with tf32, the baseline of NVIDIA's published Ampere+
 figures) of the same machine and setup; parity always compares with fp32, the accuracy reference.
 
-Parity rule (ParityConfig, carried by every record): AMP passes when its mean primary validation
-metric is no worse than fp32's by more than max(tolerance x |fp32 mean|, k x fp32's seed-to-seed
-stdev). With one fp32 seed there is no noise estimate, so the verdict is "indicative" (delta and
-tolerance are still reported). Only degradation counts: an AMP run that validates better is not
-a failure.
+Parity rule (ParityConfig, carried by every record): over the seeds both sides ran (same seed:
+same initial weights, same batches in the same order), a one-sided paired t test of
+non-inferiority: AMP passes when its degradation against fp32 is shown to be below the margin,
+tolerance x |fp32 mean|, at level alpha (scipy's ttest_1samp). With one seed there is no spread to
+test with, so the verdict is "indicative" (delta and margin are still reported). Only degradation
+counts: an AMP run that validates better is not a failure. Records written before the test carry
+the noise-floor rule, and are judged by it. A comparison whose seeds saw other data or batches than
+fp32's (data_fingerprint, batch_order_hash) is "invalid" and judged by nothing. Where the workload
+declares a target, each row carries its time to it (analysis.time_to_target).
 
 Speedup is the ratio of mean throughputs over the seeds both sides finished (as parity is), so
 a seed that failed on one side can't tilt it. With two or more such seeds it comes with a 95%
@@ -38,67 +42,84 @@ from functools import cache
 
 from pydantic import TypeAdapter, ValidationError
 
+from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio, ratio_interval
+from amp_suite.analysis.time_to_target import TimeToTarget, time_to_target
 from amp_suite.config import AUTO_BATCH, NOISY_SPREAD, ParityConfig, WorkloadConfig
+from amp_suite.config.matrix import LEGACY_PARITY_METHOD
 from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, TF32_BASELINE
 from amp_suite.records.results import CellRecord
 
 BASELINE = REFERENCE  # the accuracy reference and the default speed baseline
 BASELINES = SPEED_BASELINES
-INTERVAL_LEVEL = 0.95
 UNKNOWN_MACHINE = "unknown machine"  # records of cells that failed before the device was probed
+
+
+def p_value_words(p_value: float) -> str:
+    """A p-value in a few characters: "p=0.037", or "p<0.001" where it is too small to print usefully."""
+    return "p<0.001" if p_value < 0.001 else f"p={p_value:.2g}"
 
 
 @dataclass(frozen=True)
 class Parity:
     delta: float  # AMP mean minus fp32 mean, in the metric's units
-    tolerance: float  # the largest degradation that still passes
-    verdict: str  # "pass", "fail" or "indicative"
+    tolerance: float  # the margin: the largest degradation that still passes
+    verdict: str  # "pass", "fail", "indicative" (one seed) or "invalid" (the sides saw different data)
     degradation: float = 0.0  # how much worse than fp32 (the delta, signed so that worse is positive)
+    method: str = "t-test"  # the rule that reached the verdict (ParityConfig.method)
+    seeds: int = 0  # the seed-paired runs compared
+    p_value: float | None = None  # t-test: the chance of so small a degradation were AMP worse by the margin
+    upper_bound: float | None = None  # t-test: the degradation's one-sided (1 - alpha) upper confidence bound
+    reason: str | None = None  # invalid: what differed
+
+    @property
+    def lost(self) -> bool:
+        """A fail with the mean degradation beyond the margin (or not finite): accuracy lost. A fail
+        within it says the seeds could not show AMP within the margin (too few, or too noisy)."""
+        return self.verdict == "fail" and not self.degradation <= self.tolerance
 
     @property
     def beyond_tolerance(self) -> bool:
-        """Worse than the tolerance allows: a fail, or a one-seed ("indicative") delta that would fail."""
+        """Worse than the tolerance allows: a fail, or a one-seed ("indicative") delta beyond it."""
+        if self.verdict == "invalid":  # not compared: nothing is known of it
+            return False
         return self.verdict == "fail" or not self.degradation <= self.tolerance  # NaN: beyond
 
 
 def parity(amp: Sequence[float], fp32: Sequence[float], higher_is_better: bool, rule: ParityConfig) -> Parity | None:
+    """AMP against fp32 over seed-paired runs (amp[i] and fp32[i] share a seed: the same initial
+    weights and batches), by the rule's method."""
     if not amp or not fp32:
         return None
     delta = statistics.fmean(amp) - statistics.fmean(fp32)
     degradation = -delta if higher_is_better else delta
-    tolerance = rule.tolerance * abs(statistics.fmean(fp32))
+    margin = rule.tolerance * abs(statistics.fmean(fp32))
+    judged = {"delta": delta, "tolerance": margin, "degradation": degradation, "method": rule.method,
+              "seeds": len(amp)}  # fmt: skip
     if not math.isfinite(degradation):  # a NaN or inf metric fails, even with one seed
-        return Parity(delta, tolerance, "fail", degradation)
-    if len(fp32) < 2:
-        return Parity(delta, tolerance, "indicative", degradation)
-    tolerance = max(tolerance, rule.k * statistics.stdev(fp32))
-    return Parity(delta, tolerance, "pass" if degradation <= tolerance else "fail", degradation)
+        return Parity(verdict="fail", **judged)
+    if len(amp) < 2 or len(fp32) < 2:
+        return Parity(verdict="indicative", **judged)
+    if rule.method == LEGACY_PARITY_METHOD:
+        judged["tolerance"] = max(margin, rule.k * statistics.stdev(fp32))
+        return Parity(verdict="pass" if degradation <= judged["tolerance"] else "fail", **judged)
+    sign = -1 if higher_is_better else 1
+    worse = [sign * (a - f) for a, f in zip(amp, fp32, strict=True)]  # each seed's degradation
+    p_value, bound = non_inferiority(worse, margin, rule.alpha)
+    return Parity(verdict="pass" if p_value < rule.alpha else "fail", p_value=p_value, upper_bound=bound, **judged)
 
 
-def paired_ratio(values: dict[int, float], baseline: dict[int, float]) -> float | None:
-    """mean(values) / mean(baseline) over the seeds both have (over all seeds if none is shared)."""
-    seeds = values.keys() & baseline.keys()
-    if seeds:
-        values, baseline = {s: values[s] for s in seeds}, {s: baseline[s] for s in seeds}
-    return _ratio(_mean(values.values()), _mean(baseline.values()))
+def non_inferiority(degradations: Sequence[float], margin: float, alpha: float) -> tuple[float, float]:
+    """One-sided t test of H0: mean degradation >= margin against H1: it is smaller (AMP is not
+    worse by the margin), over seed-paired differences: (p-value, the (1 - alpha) upper bound of
+    the mean degradation). Differences without spread (AMP matched fp32 to the last digit on every
+    seed) decide by their one value: t would divide by zero."""
+    mean = statistics.fmean(degradations)
+    if len(set(degradations)) == 1:
+        return (0.0 if mean < margin else 1.0), mean
+    from scipy import stats  # seconds to import: only where two or more seeds are compared
 
-
-def ratio_interval(
-    values: dict[int, float], baseline: dict[int, float], level: float = INTERVAL_LEVEL
-) -> tuple[float, float] | None:
-    """Interval on mean(values) / mean(baseline) over the seeds both have (paired).
-
-    Delta method: the ratio's standard error is that of the residuals values - r x baseline,
-    divided by the baseline mean. None with fewer than two paired seeds."""
-    seeds = sorted(values.keys() & baseline.keys())
-    if len(seeds) < 2:
-        return None
-    a, b = [values[s] for s in seeds], [baseline[s] for s in seeds]
-    ratio = statistics.fmean(a) / statistics.fmean(b)
-    residuals = [x - ratio * y for x, y in zip(a, b, strict=True)]
-    error = statistics.stdev(residuals) / math.sqrt(len(seeds)) / statistics.fmean(b)
-    half = _t_quantile(0.5 + level / 2, len(seeds) - 1) * error
-    return ratio - half, ratio + half
+    result = stats.ttest_1samp(degradations, popmean=margin, alternative="less")
+    return float(result.pvalue), float(result.confidence_interval(1 - alpha).high)
 
 
 @dataclass(frozen=True)
@@ -137,6 +158,7 @@ class SummaryRow:
     val_metric_name: str | None = None
     val_metric: float | None = None  # mean over seeds that finished ok
     grad_underflow_fraction: float | None = None  # fp32 gradients below fp16's range, before training
+    skipped_steps: float | None = None  # GradScaler: steps skipped on inf/NaN gradients, mean over seeds
     parity: Parity | None = None  # None for fp32 itself and where a side has no result
     world_size: int | None = None  # DDP: ranks; None for a cell that is not data-parallel
     comm_hook: str | None = None  # DDP: none (float32 all-reduce), fp16 or bf16 compression
@@ -146,6 +168,8 @@ class SummaryRow:
     hook_step_ratio: float | None = None  # DDP: step time with this hook / with plain all-reduce, same world size
     hook_parity: Parity | None = None  # DDP: this hook against plain all-reduce, same world size and precision
     gpu_type: str | None = None  # the GPU type a Ray fleet was asked to run the cell on (matrix `machines:`)
+    time_to_target: TimeToTarget | None = None  # where the workload declares a target (analysis.time_to_target)
+    invalid: str | None = None  # why the comparison with fp32 is invalid: a seed saw other data or batches
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -253,7 +277,7 @@ def _with_ddp(row: SummaryRow, group: list[CellRecord], ddp: dict[DdpKey, list[C
         row,
         world_size=world,
         comm_hook=hook,
-        comm_share=_mean(_per_seed(group, "comm_share").values()),
+        comm_share=mean_of(_per_seed(group, "comm_share").values()),
         scaling_efficiency=None if efficiency is None else efficiency / world,
         world_parity=_parity(group, single, rule) if single and world != 1 else None,
         hook_step_ratio=paired_ratio(steps, _per_seed(plain, "step_time_ms_p50")) if hook != "none" else None,
@@ -272,7 +296,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
     fp32 = bases[BASELINE]
     ok = [r for r in group if r.status == "ok"]
     searched = group[0].config.get("batch_size") == AUTO_BATCH  # batch_sizes auto: each at its largest
-    fp32_batch = _mean(_per_seed(fp32, "batch_size").values())
+    fp32_batch = mean_of(_per_seed(fp32, "batch_size").values())
     return SummaryRow(
         machine=machine,
         setup=setup,
@@ -288,29 +312,71 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         runs=len(ok),
         hosts=len({r.machine.host for r in group if r.machine}),
         unit=unit,
-        throughput=_mean(rates.values()),
+        throughput=mean_of(rates.values()),
         throughput_stdev=statistics.stdev(rates.values()) if len(rates) > 1 else None,
-        step_time_ms=_mean(_per_seed(group, "step_time_ms_p50").values()),
-        tflops=_mean(_per_seed(group, "tflops").values()),
-        mfu=_mean(_per_seed(group, "mfu").values()),
-        peak_memory_mb=_mean(memory.values()),
+        step_time_ms=mean_of(_per_seed(group, "step_time_ms_p50").values()),
+        tflops=mean_of(_per_seed(group, "tflops").values()),
+        mfu=mean_of(_per_seed(group, "mfu").values()),
+        peak_memory_mb=mean_of(memory.values()),
         speedup=paired_ratio(rates, base_rates[BASELINE]),
         speedup_interval=None if precision == BASELINE else ratio_interval(rates, base_rates[BASELINE]),
         speedup_vs_tf32=paired_ratio(rates, tf32_rates),
         speedup_vs_tf32_interval=None if precision == TF32_BASELINE else ratio_interval(rates, tf32_rates),
-        memory_ratio=_ratio(_mean(memory.values()), _mean(_per_seed(fp32, "peak_memory_mb").values())),
+        memory_ratio=ratio(mean_of(memory.values()), mean_of(_per_seed(fp32, "peak_memory_mb").values())),
         max_batch=searched,
-        batch_vs_fp32=_ratio(_mean(_per_seed(group, "batch_size").values()), fp32_batch) if searched else None,
+        batch_vs_fp32=ratio(mean_of(_per_seed(group, "batch_size").values()), fp32_batch) if searched else None,
         noisy=any(r.noisy for r in ok) or _wide(ratio_interval(rates, base_rates[BASELINE])),
         spread=_spread(ok, ratio_interval(rates, base_rates[BASELINE])),
         throttled=any(r.throttled for r in ok),
-        energy_j_per_sample=_mean(_per_seed(group, "energy_j_per_sample").values()),
-        power_w=_mean(_per_seed(group, "power_w").values()),
+        energy_j_per_sample=mean_of(_per_seed(group, "energy_j_per_sample").values()),
+        power_w=mean_of(_per_seed(group, "power_w").values()),
         val_metric_name=next((r.val_metric_name for r in group if r.val_metric_name), None),
-        val_metric=_mean([r.val_metric for r in ok]),
-        grad_underflow_fraction=_mean([r.grad_underflow_fraction for r in ok]),
-        parity=None if precision == BASELINE else _parity(group, fp32, _rule(group + fp32, rule)),
+        val_metric=mean_of([r.val_metric for r in ok]),
+        grad_underflow_fraction=mean_of([r.grad_underflow_fraction for r in ok]),
+        skipped_steps=mean_of([r.skipped_steps for r in ok]),
+        **_against_fp32(precision, group, fp32, _rule(group + fp32, rule)),
     )
+
+
+def _against_fp32(precision: str, group: list[CellRecord], fp32: list[CellRecord], rule: ParityConfig):
+    """Parity and time to target against fp32's runs of the same seeds, where they saw the same
+    data in the same order; where they did not, neither is judged and the comparison is invalid."""
+    if precision == BASELINE:  # its own time: 1x, no interval to show
+        reach = time_to_target(group, fp32)
+        return {"time_to_target": reach and replace(reach, speedup_interval=None)}
+    parity, invalid = _parity(group, fp32, rule), different_data(group, fp32)
+    if invalid is None:
+        return {"parity": parity, "time_to_target": time_to_target(group, fp32)}
+    unjudged = Parity(math.nan, math.nan, "invalid") if parity is None else parity
+    return {"invalid": invalid, "parity": replace(unjudged, verdict="invalid", reason=invalid)}
+
+
+def different_data(group: list[CellRecord], fp32: list[CellRecord]) -> str | None:
+    """Where a seed's runs saw other data (fingerprint) or other batches in another order
+    (batch_order_hash) than fp32's runs of that seed: what differed, else None. Batch order is
+    compared at equal batch sizes only: with batch_sizes auto each precision cuts the same data into
+    the batches it fits. Runs that never drew batches (skipped, failed early) carry neither."""
+    for field, what in (("data_fingerprint", "data"), ("batch_order_hash", "batch order")):
+        mine, theirs = _seen(group, field), _seen(fp32, field)
+        for seed, size in sorted(mine.keys() & theirs.keys()):
+            if mine[seed, size] != theirs[seed, size]:
+                where = f"seed {seed}" if field == "data_fingerprint" else f"seed {seed}, batch {size}"
+                return f"{where}: {what} {_short(mine[seed, size])} differs from fp32's {_short(theirs[seed, size])}"
+    return None
+
+
+def _seen(records: list[CellRecord], field: str) -> dict[tuple[int, int | None], set[str]]:
+    """The field's values per (seed, batch size); per seed alone (batch None) for the data fingerprint."""
+    seen: dict[tuple[int, int | None], set[str]] = {}
+    for record in records:
+        if (value := getattr(record, field)) is not None:
+            size = None if field == "data_fingerprint" else record.batch_size
+            seen.setdefault((record.seed, size), set()).add(value)
+    return seen
+
+
+def _short(values: set[str]) -> str:
+    return "/".join(sorted(v[:12] for v in values))
 
 
 def _parity(group: list[CellRecord], baseline: list[CellRecord], rule: ParityConfig) -> Parity | None:
@@ -363,14 +429,6 @@ def _unit_of(config_json: str) -> tuple[str, int]:
 _WORKLOAD = TypeAdapter(WorkloadConfig)
 
 
-@cache
-def _t_quantile(probability: float, degrees_of_freedom: int) -> float:
-    # Student's t quantile from scipy.special: scipy.stats would cost seconds to import on every run.
-    from scipy.special import stdtrit
-
-    return float(stdtrit(degrees_of_freedom, probability))
-
-
 def _wide(interval: tuple[float, float] | None) -> bool:
     """An interval wider than NOISY_SPREAD either side of its middle."""
     width = _relative_half_width(interval)
@@ -404,9 +462,3 @@ def _status(group: list[CellRecord]) -> str:
         if status in statuses:
             return status
     return "ok"
-
-
-def _ratio(value: float | None, baseline: float | None) -> float | None:
-    if value is None or not baseline:
-        return None
-    return value / baseline

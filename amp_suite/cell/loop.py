@@ -18,6 +18,8 @@ from amp_suite.cell.precision import PrecisionPolicy
 from amp_suite.data import DeviceBatches
 from amp_suite.workloads.base import Workload
 
+Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms), one per step, on the device
+
 
 @dataclass
 class Trainer:
@@ -47,7 +49,7 @@ class Trainer:
         steps: int,
         timer: AbstractContextManager[object] | None = None,
         on_step: Callable[[int], None] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> Curves:
         """Train `steps` steps. Losses and gradient norms stay on the device (no per-step sync)
         until the caller reads them."""
         timer = timer if timer is not None else nullcontext()

@@ -20,11 +20,12 @@ import torch
 from torch import nn
 
 from amp_suite.cell import compilation
-from amp_suite.cell.loop import Trainer
+from amp_suite.cell.convergence import Evaluations, target_fields, train_with_evaluations
+from amp_suite.cell.loop import Curves, Trainer
 from amp_suite.cell.precision import PrecisionPolicy, make_policy
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
-from amp_suite.instruments import TimedRegion, instrumented, region_instruments
+from amp_suite.instruments import Readings, TimedRegion, instrumented, region_instruments
 from amp_suite.instruments.diagnostics.dtype_audit import audit_step
 from amp_suite.instruments.diagnostics.flops import count_step_flops
 from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
@@ -37,7 +38,6 @@ from amp_suite.workloads.base import LoadedData
 
 # progress(phase, steps done, steps in phase)
 Progress = Callable[[str, int, int], None]
-Curves = tuple[torch.Tensor, torch.Tensor]  # (losses, gradient norms) from Trainer.run
 # Resolved at import: the forkserver preloads this module, so no cell imports its instruments itself.
 REGION_INSTRUMENTS = region_instruments()
 DIAGNOSTIC_PARTS = 4  # the step diagnostics run on micro-batches of a quarter of the batch (step_diagnostics)
@@ -118,17 +118,28 @@ def measure_session(
     if before_timed is not None:
         before_timed()
     timer = make_step_timer(device, spec.steps)
+    target = spec.workload.target
+
+    def evaluate() -> dict[str, float]:
+        # The eager module holds the trained weights too; evaluating it spares a recompile for eval
+        # mode and for the last, smaller batch.
+        return session.workload.evaluate(model, session.data.validation, spec.batch_size, policy.forward_context)
+
     # Every instrument the record's schema names (peak memory, the GPU's state), then the host's
-    # CPU clock innermost, so that it counts the steps and not the instruments' readings.
+    # CPU clock innermost, so that it counts the steps and not the instruments' readings. Time to
+    # target's evaluations between runs of steps pause what can pause (convergence.py).
     with instrumented(device, REGION_INSTRUMENTS) as readings, HostCpuTime() as host_cpu:
-        measured = trainer.run(batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps))
+        measured, evaluations = train_with_evaluations(
+            trainer, batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps),
+            every=None if target is None else target.eval_every,
+            evaluate=lambda: evaluate()[session.workload.primary_metric],
+            paused=lambda: _evaluation_pause(device, readings, host_cpu),
+        )  # fmt: skip
         times_ms, span_s = timer.read()  # synchronises once
     stats = step_stats(times_ms)
     loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
     progress("evaluate", 0, 1)
-    # The eager module holds the trained weights too; evaluating it spares a recompile for eval mode
-    # and for the last, smaller batch.
-    validation = session.workload.evaluate(model, session.data.validation, spec.batch_size, policy.forward_context)
+    validation = evaluate()
     flops = diagnostics.get("flops_per_step")
     fields = {
         **diagnostics,
@@ -140,6 +151,7 @@ def measure_session(
         "tflops": None if flops is None else world * flops * spec.steps / span_s / 1e12,
         **timed_fields(stats, Spread.of(times_ms, world * spec.batch_size)),
         **trained_fields(session, loss_curve, validation),
+        **evaluation_fields(session, spec, evaluations, timer.spans_s, validation),
         "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
         "batch_order_hash": order_hash(batches.order.cpu()),
         **readings.fields(TimedRegion(spec.steps, spec.batch_size)),  # this device and its own samples
@@ -205,6 +217,33 @@ def trained_fields(session: Session, loss_curve: list[float], validation: dict[s
         "train_samples": len(session.data.train),
         "val_samples": len(session.data.validation),
     }
+
+
+def evaluation_fields(
+    session: Session, spec: CellSpec, evaluations: Evaluations, spans_s: list[float], validation: dict[str, float]
+) -> dict[str, Any]:
+    """Time to target: the evaluation curve, its cost, and the declared target's crossing."""
+    target = spec.workload.target
+    if target is None:
+        return {}
+    workload = session.workload
+    curve = evaluations.curve(spans_s, spec.warmup_steps, spec.steps, validation[workload.primary_metric])
+    return {
+        "eval_every": target.eval_every,
+        "eval_curve": curve,
+        "eval_s": evaluations.seconds,
+        **target_fields(curve, target.value, workload.higher_is_better),
+    }
+
+
+@contextmanager
+def _evaluation_pause(device: torch.device, readings: Readings, host_cpu: HostCpuTime) -> Iterator[None]:
+    """An evaluation between runs of timed steps, left out of the instruments that can pause. On a
+    GPU the steps already queued finish first: their time and energy are the training's."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    with readings.paused(), host_cpu.paused():
+        yield
 
 
 def warm_up(

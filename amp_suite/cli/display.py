@@ -15,7 +15,7 @@ from rich.text import Text
 
 from amp_suite.analysis.answer import Answer
 from amp_suite.analysis.outcome import Outcome
-from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput
+from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput, p_value_words
 from amp_suite.config import CellSpec
 from amp_suite.records.results import CellRecord
 from amp_suite.text import plain, printable
@@ -79,7 +79,7 @@ class RichDisplay:
 
 
 METRIC_LABELS = {"val_accuracy": "acc", "val_perplexity": "ppl"}
-PARITY_STYLE = {"pass": "green", "fail": "red", "indicative": "cyan"}
+PARITY_STYLE = {"pass": "green", "fail": "red", "indicative": "cyan", "invalid": "bold red"}
 
 
 def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memory_kind: str | None) -> None:
@@ -131,6 +131,7 @@ def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[
     """Every column, with how much it is needed: the cell (workload and, where not eager, how it
     ran), its precision and status, then the speedup and parity, then the rest."""
     with_tf32 = any(row.speedup_vs_tf32 is not None and row.precision != "tf32" for row in rows)
+    with_target = any(row.time_to_target is not None for row in rows)
     return [  # left to right as read; `keep` says which go first when the terminal is narrow
         Column("workload", [plain(_cell(row, rows)) for row in rows], 100, right=False),
         Column("batch", [plain(row.batch) for row in rows], 45),
@@ -143,7 +144,8 @@ def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[
         Column("peak MB", [_number(row.peak_memory_mb, "{:,.0f}") for row in rows], 30),
         Column("mem vs fp32", [_number(row.memory_ratio, "{:.2f}x") for row in rows], 60),
         Column("validation", [_validation(row) for row in rows], 50),
-        Column("parity: delta / tol", [_parity(row) for row in rows], 97, right=False),
+        Column("parity: delta / margin", [_parity(row) for row in rows], 97, right=False),
+        *([Column("to target", [_to_target(row) for row in rows], 85)] if with_target else []),
         Column("grads < fp16", [_number(row.grad_underflow_fraction, "{:.1%}") for row in rows], 10),
     ]  # fmt: skip
 
@@ -209,9 +211,23 @@ def _parity(row: SummaryRow) -> str:
     if row.parity is None:
         return ""
     p = row.parity
+    if p.verdict == "invalid":  # the sides saw other data: nothing to compare (the answer says what differed)
+        return f"[{PARITY_STYLE[p.verdict]}]invalid: other data[/]"
     # One seed, its delta beyond the tolerance: no verdict, but not to be read as a pass either.
     at_risk = "[bold yellow]at risk:[/] " if p.verdict == "indicative" and p.beyond_tolerance else ""
-    return f"{at_risk}[{PARITY_STYLE[p.verdict]}]{p.verdict}[/] {p.delta:+.3g} / {p.tolerance:.3g}"
+    test = f" {p_value_words(p.p_value)}" if p.p_value is not None else ""
+    return f"{at_risk}[{PARITY_STYLE[p.verdict]}]{p.verdict}[/] {p.delta:+.3g} / {p.tolerance:.3g}{test}"
+
+
+def _to_target(row: SummaryRow) -> str:
+    """Speedup to the target against fp32 (its interval), or on how many seeds it was reached."""
+    reach = row.time_to_target
+    if reach is None:
+        return ""
+    if not reach.reached:
+        return "[red]never[/]"
+    shown = _speedup(reach.speedup, reach.speedup_interval) if reach.speedup is not None else "-"
+    return shown if reach.all_reached else f"[yellow]{reach.reached}/{reach.seeds} seeds[/] {shown}"
 
 
 def _number(value: float | None, template: str) -> str:

@@ -16,6 +16,7 @@ from amp_suite.config.workloads import (
     DataConfig,
     MLPConfig,
     ResNetConfig,
+    TargetConfig,
     TransformerConfig,
     WorkloadConfig,
 )
@@ -23,6 +24,6 @@ from amp_suite.config.workloads import (
 __all__ = [
     "AUTO_BATCH", "COMM_HOOKS", "NOISY_SPREAD", "PRECISIONS", "WORKLOADS", "CellSpec", "ConfigError", "DataConfig",
     "DdpCell", "DdpConfig", "Device", "Expectation", "MLPConfig", "Matrix", "ParityConfig", "Precision",
-    "ResNetConfig", "Status", "TransformerConfig", "WorkloadConfig",
+    "ResNetConfig", "Status", "TargetConfig", "TransformerConfig", "WorkloadConfig",
     "describe_validation_error", "load_matrix", "read_matrix_text",
 ]  # fmt: skip

@@ -25,13 +25,31 @@ from amp_suite.config.base import (
 from amp_suite.config.ddp import DdpCell
 from amp_suite.config.workloads import WorkloadConfig
 
+# How a parity verdict is reached (amp_suite.analysis.summary.parity):
+#   t-test: a one-sided paired t test of non-inferiority over the seeds both sides ran, at the margin
+#     tolerance x |fp32 mean| and level alpha;
+#   noise-floor: the rule before it, kept to read older records by: AMP's mean no worse than fp32's
+#     by more than max(tolerance x |fp32 mean|, k x fp32's seed-to-seed std).
+PARITY_METHODS = ("t-test", "noise-floor")
+LEGACY_PARITY_METHOD = "noise-floor"  # what a rule written without a method was
+
 
 class ParityConfig(FrozenModel):
-    """AMP passes when its mean validation metric is no worse than fp32's by more than
-    max(tolerance x |fp32 mean|, k x fp32's seed-to-seed standard deviation)."""
+    """AMP passes when a one-sided paired t test over the seeds both sides ran shows it worse than
+    fp32 by less than the margin (tolerance x |fp32 mean|) at level alpha."""
 
-    tolerance: float = Field(0.02, ge=0, description="relative to fp32's value")
-    k: float = Field(2.0, ge=0, description="multiples of fp32's seed-to-seed std (needs repeats >= 2)")
+    method: Literal[PARITY_METHODS] = "t-test"  # type: ignore[valid-type]
+    tolerance: float = Field(0.02, ge=0, description="the margin, relative to fp32's value")
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="t-test: the one-sided test's level")
+    k: float = Field(2.0, ge=0, description="noise-floor: multiples of fp32's seed-to-seed std")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_rules(cls, data: object) -> object:
+        """A rule written before rules named their method is the noise-floor rule it was then."""
+        if isinstance(data, dict) and "method" not in data and "k" in data and "alpha" not in data:
+            return {**data, "method": LEGACY_PARITY_METHOD}
+        return data
 
 
 class Expectation(FrozenModel):

@@ -16,6 +16,7 @@ from amp_suite.config.base import (
     MAX_DATA_BYTES,
     MAX_PARAMETERS,
     MAX_SAMPLES,
+    MAX_STEPS,
     NAME_MAX,
     NAME_PATTERN,
     BatchSize,
@@ -54,6 +55,28 @@ class DataConfig(FrozenModel):
         return self
 
 
+class TargetConfig(FrozenModel):
+    """The validation quality a run must reach, for time to target: a value of the workload's primary
+    metric, or a fraction of the quality fp32's runs end at (as MLPerf derives targets from reference
+    runs). Cells evaluate every `eval_every` steps, outside the timed steps."""
+
+    value: float | None = Field(None, description="the primary metric to reach (a ceiling for lower-is-better)")
+    of_fp32: float | None = Field(
+        None, gt=0, le=1, description="this fraction of fp32's mean final metric (lower-is-better: divided by it)"
+    )
+    eval_every: int = count(MAX_STEPS, default=10, description="steps between evaluations of the validation set")
+
+    @model_validator(mode="after")
+    def _one_target(self):
+        if (self.value is None) == (self.of_fp32 is None):
+            raise ValueError("target needs exactly one of value (e.g. 0.90) or of_fp32 (e.g. 0.99)")
+        return self
+
+    def describe(self, metric: str) -> str:
+        """The target in words: "val_accuracy 0.9", or "99% of fp32's val_accuracy"."""
+        return f"{metric} {self.value:.4g}" if self.value is not None else f"{self.of_fp32:.0%} of fp32's {metric}"
+
+
 class _WorkloadBase(FrozenModel):
     module: ClassVar[str]  # the amp_suite.workloads module that builds and trains it (its WORKLOAD)
     data_sources: ClassVar[tuple[DataSource, ...]]  # where its data may come from
@@ -76,13 +99,17 @@ class _WorkloadBase(FrozenModel):
     compile: Annotated[list[CompileMode] | None, BeforeValidator(_as_list)] = Field(None, min_length=1)
     channels_last: Annotated[list[bool] | None, BeforeValidator(_as_list)] = Field(None, min_length=1)
     ddp: DdpConfig | None = Field(None, description="run data-parallel: world sizes and comm hooks (axes)")
+    target: TargetConfig | None = Field(None, description="the validation quality to reach: time to target")
 
     @model_serializer(mode="wrap")
-    def _without_unset_ddp(self, handler):
-        """No `ddp` key when there is no block: configs, hashes and setups of other cells stay as they were."""
+    def _without_unset_blocks(self, handler):
+        """No `ddp` or `target` key when there is no such block: configs, hashes and setups of other
+        cells stay as they were."""
         data = handler(self)
-        if self.ddp is None and isinstance(data, dict):
-            data.pop("ddp", None)
+        if isinstance(data, dict):
+            for block in ("ddp", "target"):
+                if getattr(self, block) is None:
+                    data.pop(block, None)
         return data
 
     @property
@@ -116,6 +143,8 @@ class _WorkloadBase(FrozenModel):
                 raise ValueError(f"{axis} must not repeat: {values}")
         if self.ddp is not None and AUTO_BATCH in self.batch_sizes:
             raise ValueError("ddp cells need fixed batch sizes (batch_sizes auto searches one device, not a group)")
+        if self.ddp is not None and self.target is not None:
+            raise ValueError("target: time to target is measured on one device; a ddp workload can't declare one")
         if True in (self.channels_last or []) and not self.image_inputs:
             raise ValueError(f"channels_last applies to image workloads; {self.workload} has no 4-D inputs")  # type: ignore[attr-defined]
         return self

@@ -56,14 +56,23 @@ class Readings:
     def __init__(self, instruments: list[RegionInstrument]) -> None:
         self.instruments = instruments
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Leave the block out of every instrument that can (an evaluation between timed steps).
+        Peak memory can't be paused, and need not be: an evaluation keeps no activations for a
+        backward pass, so it stays below a training step's peak."""
+        with ExitStack() as stack:
+            for instrument in self.instruments:
+                if hasattr(instrument, "paused"):
+                    stack.enter_context(instrument.paused())
+            yield
+
     def fields(self, region: TimedRegion) -> dict[str, Any]:
         return {key: value for instrument in self.instruments for key, value in instrument.fields(region).items()}
 
 
 @contextmanager
-def instrumented(
-    device: torch.device, kinds: tuple[type[RegionInstrument], ...] | None = None
-) -> Iterator[Readings]:
+def instrumented(device: torch.device, kinds: tuple[type[RegionInstrument], ...] | None = None) -> Iterator[Readings]:
     """`kinds` (default: every instrument the record's schema names) around the `with` block."""
     instruments = [kind(device) for kind in (region_instruments() if kinds is None else kinds)]
     with ExitStack() as stack:

@@ -13,6 +13,8 @@ is null and the rest stand, and `gpu_state_note` says what was missing.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -54,6 +56,8 @@ class GpuState:
         self._note: str | None = None
         self.start: Reading | None = None
         self.end: Reading | None = None
+        self._excluded_s = 0.0  # paused() stretches: their time and energy are not the steps'
+        self._excluded_mj: int | None = 0
 
     def __enter__(self) -> GpuState:
         if self.device.type == "cuda":
@@ -68,6 +72,24 @@ class GpuState:
         self.end = self._read()
         self._gpu.close()
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Leave the block's time and energy out (an evaluation between timed steps): NVML is read
+        at its two ends, outside the steps."""
+        if self._gpu is None:
+            yield
+            return
+        before = self._read()
+        try:
+            yield
+        finally:
+            after = self._read()
+            self._excluded_s += after.at - before.at
+            if self._excluded_mj is not None and before.energy_mj is not None and after.energy_mj is not None:
+                self._excluded_mj += after.energy_mj - before.energy_mj
+            else:
+                self._excluded_mj = None  # a pause whose energy is unknown leaves the steps' unknown
+
     def fields(self, region: TimedRegion) -> dict[str, Any]:
         values: dict[str, Any] = dict.fromkeys(FIELDS)
         start, end = self.start, self.end
@@ -75,10 +97,10 @@ class GpuState:
             return values | {"gpu_state_note": self._note}
         missing = self._gpu.missing
         notes = [f"NVML did not report: {', '.join(sorted(set(missing)))}"] if missing else []
-        elapsed = end.at - start.at
-        if start.energy_mj is not None and end.energy_mj is not None:
+        elapsed = end.at - start.at - self._excluded_s
+        if start.energy_mj is not None and end.energy_mj is not None and self._excluded_mj is not None:
             if elapsed >= MIN_ENERGY_WINDOW_S:
-                energy_j = (end.energy_mj - start.energy_mj) / 1000
+                energy_j = (end.energy_mj - start.energy_mj - self._excluded_mj) / 1000
                 per_sample, power = energy_j / region.samples, energy_j / elapsed
                 values |= {"energy_j": energy_j, "energy_j_per_sample": per_sample, "power_w": power}
             else:

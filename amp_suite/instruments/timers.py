@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -60,12 +62,37 @@ def step_stats(times_ms: list[float]) -> StepStats:
     )
 
 
-class CpuStepTimer:
-    """Per-step wall times with perf_counter; `span_s` runs from the first start to the last stop."""
+class _Segments:
+    """The timed steps as runs of consecutive steps: work between two runs (an evaluation) is in no
+    span. `split()` ends a run; `spans_s` holds each run's span once the timer is read."""
+
+    def __init__(self) -> None:
+        self._starts = [0]  # the first step of each run
+        self.spans_s: list[float] = []
+
+    def split(self) -> None:
+        if self._steps() > self._starts[-1]:
+            self._starts.append(self._steps())
+
+    def _steps(self) -> int:
+        raise NotImplementedError
+
+    def _runs(self) -> list[tuple[int, int]]:
+        """(first, last) step of each run that has steps."""
+        edges = [*self._starts, self._steps()]
+        return [(first, end - 1) for first, end in zip(edges, edges[1:], strict=False) if end > first]
+
+
+class CpuStepTimer(_Segments):
+    """Per-step wall times with perf_counter; the span runs from each run's first start to its last stop."""
 
     def __init__(self, steps: int) -> None:
+        super().__init__()
         self._marks: list[tuple[float, float]] = []
         self._start = 0.0
+
+    def _steps(self) -> int:
+        return len(self._marks)
 
     def __enter__(self) -> CpuStepTimer:
         self._start = time.perf_counter()
@@ -75,19 +102,24 @@ class CpuStepTimer:
         self._marks.append((self._start, time.perf_counter()))
 
     def read(self) -> tuple[list[float], float]:
-        """(per-step milliseconds, span in seconds)."""
+        """(per-step milliseconds, the runs' spans in seconds, summed)."""
         times = [(end - start) * 1e3 for start, end in self._marks]
-        return times, self._marks[-1][1] - self._marks[0][0]
+        self.spans_s = [self._marks[last][1] - self._marks[first][0] for first, last in self._runs()]
+        return times, sum(self.spans_s)
 
 
-class CudaStepTimer:
+class CudaStepTimer(_Segments):
     """Per-step device times from CUDA event pairs; read() synchronises once."""
 
     def __init__(self, steps: int) -> None:
+        super().__init__()
         self._events = [
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(steps)
         ]
         self._next = 0
+
+    def _steps(self) -> int:
+        return self._next
 
     def __enter__(self) -> CudaStepTimer:
         self._events[self._next][0].record()
@@ -101,9 +133,10 @@ class CudaStepTimer:
         used = self._events[: self._next]
         used[-1][1].synchronize()  # the one sync: wait for the last step to finish
         times = [start.elapsed_time(end) for start, end in used]
-        # The span includes device idle time between steps (e.g. when launch-bound), which
-        # summing per-step times would hide; throughput is computed from it.
-        return times, used[0][0].elapsed_time(used[-1][1]) / 1e3
+        # A span includes device idle time between steps (e.g. when launch-bound), which summing
+        # per-step times would hide; throughput is computed from the spans.
+        self.spans_s = [used[first][0].elapsed_time(used[last][1]) / 1e3 for first, last in self._runs()]
+        return times, sum(self.spans_s)
 
 
 def make_step_timer(device: torch.device, steps: int) -> CpuStepTimer | CudaStepTimer:
@@ -123,6 +156,7 @@ class HostCpuTime:
         self.label = label
         self.seconds = 0.0
         self._start = 0.0
+        self._paused = 0.0  # CPU time spent in paused() stretches: not the steps'
 
     def __enter__(self) -> HostCpuTime:
         print(f"{self.label}: begin at monotonic {time.monotonic():.6f}", flush=True)
@@ -130,5 +164,14 @@ class HostCpuTime:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.seconds = time.process_time() - self._start
+        self.seconds = time.process_time() - self._start - self._paused
         print(f"{self.label}: end at monotonic {time.monotonic():.6f}", flush=True)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Leave the block's CPU time out (an evaluation between timed steps)."""
+        start = time.process_time()
+        try:
+            yield
+        finally:
+            self._paused += time.process_time() - start

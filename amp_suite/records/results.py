@@ -40,6 +40,21 @@ class BatchSearch(BaseModel):
     skipped: str | None = None  # a skipped probe's reason: no batch runs here, so the cell is skipped
 
 
+class EvalPoint(BaseModel):
+    """One evaluation of the validation set during training (time to target)."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")  # a diverged run's metric is NaN
+
+    step: int  # optimizer steps trained, warmup included
+    train_s: float  # timed training seconds so far: warmup steps and evaluations are not counted
+    metric: float  # the workload's primary validation metric
+
+
+def first_reaching(curve: list[EvalPoint], target: float, higher_is_better: bool) -> EvalPoint | None:
+    """The first evaluation at or past the target (a floor, or a ceiling where lower is better)."""
+    return next((p for p in curve if (p.metric >= target if higher_is_better else p.metric <= target)), None)
+
+
 class CellRecord(BaseModel):
     # JSON has no NaN or infinity: they travel as strings (the documented dialect of results.jsonl).
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
@@ -134,6 +149,20 @@ class CellRecord(BaseModel):
     val_higher_is_better: bool | None = None
     val_loss: float | None = measured("")
     val_metrics: dict[str, float] = Field(default_factory=dict)
+    eval_every: int | None = Field(None, description="time to target: steps between evaluations (None: at the end)")
+    eval_curve: list[EvalPoint] = Field(
+        default_factory=list, description="time to target: the primary metric at each evaluation, the last at the end"
+    )
+    eval_s: float | None = measured(
+        "s", "wall time of the evaluations added for time to target: outside the timed steps and all rates"
+    )
+    target: float | None = Field(None, description="the declared target for val_metric (None: none declared)")
+    steps_to_target: int | None = measured(
+        "steps", "optimizer steps (warmup included) to the first evaluation at the declared target; None: not reached"
+    )
+    time_to_target_s: float | None = measured(
+        "s", "timed training seconds to that evaluation: warmup steps and evaluations excluded"
+    )
     grad_underflow_fraction: float | None = measured(
         "fraction", "share of fp32 gradients below fp16's smallest subnormal, before training"
     )

@@ -77,10 +77,21 @@ class Row(BaseModel):
     power_w: float | None  # average GPU power during the timed steps
     val_metric_name: str | None
     val_metric: float | None
-    parity: str | None  # pass, fail or indicative (against fp32); null for fp32 and where a side is missing
+    parity: str | None  # pass, fail, indicative or invalid (against fp32); null for fp32 and where a side is missing
     parity_delta: float | None
-    parity_tolerance: float | None
+    parity_tolerance: float | None  # the margin
     parity_at_risk: bool = False  # worse than the tolerance: a fail, or one seed ("indicative") beyond it
+    parity_method: str | None = None  # the rule that reached the verdict: t-test, or noise-floor (older records)
+    parity_p_value: float | None = None  # t-test: one-sided, non-inferiority at the margin
+    parity_upper_bound: float | None = None  # t-test: the degradation's one-sided upper confidence bound
+    parity_seeds: int | None = None  # the seed-paired runs the verdict rests on
+    invalid: str | None = None  # why the comparison with fp32 is invalid: a seed saw other data or batches
+    target: str | None = None  # time to target: the target, in words
+    target_reached: str | None = None  # "3/3": seeds that reached it, of those evaluated
+    steps_to_target: float | None = None  # mean over the seeds that reached it (warmup included)
+    time_to_target_s: float | None = None  # mean timed training seconds to it
+    target_speedup: float | None = None  # fp32's time to target / this mode's, over the seeds both reached
+    target_speedup_interval: tuple[float, float] | None = None
     world_size: int | None = None  # DDP: ranks; null for a cell that is not data-parallel
     comm_hook: str | None = None  # DDP: none (float32 all-reduce), fp16 or bf16
     comm_share: float | None = None  # DDP: share of the synced step spent communicating
@@ -207,8 +218,21 @@ def _row(row: SummaryRow, machine_id: str, baseline: str) -> Row:
     return Row(
         **shared, machine=machine_id, variant=row.variant, batch=row.batch, speedup=speedup, speedup_interval=interval,
         speedup_vs_fp32=row.speedup, parity=p.verdict if p else None, parity_delta=p and p.delta,
-        parity_tolerance=p and p.tolerance, parity_at_risk=bool(p and p.beyond_tolerance), **_ddp_parities(row),
+        parity_tolerance=p and p.tolerance, parity_at_risk=bool(p and p.beyond_tolerance),
+        parity_method=p and p.method, parity_p_value=p and p.p_value, parity_upper_bound=p and p.upper_bound,
+        parity_seeds=p and p.seeds, **_ddp_parities(row), **_time_to_target(row),
     )  # fmt: skip
+
+
+def _time_to_target(row: SummaryRow) -> dict[str, Any]:
+    reach = row.time_to_target
+    if reach is None:
+        return {}
+    return {
+        "target": reach.described, "target_reached": f"{reach.reached}/{reach.seeds}", "steps_to_target": reach.steps,
+        "time_to_target_s": reach.seconds, "target_speedup": reach.speedup,
+        "target_speedup_interval": reach.speedup_interval,
+    }  # fmt: skip
 
 
 def _ddp_parities(row: SummaryRow) -> dict[str, Any]:

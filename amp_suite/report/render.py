@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from amp_suite.analysis.summary import p_value_words
 from amp_suite.config import NOISY_SPREAD
 from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, TF32_BASELINE
 from amp_suite.report.build import Report, Row
@@ -80,8 +81,9 @@ def _answer(report: Report, labels: dict[str, str]) -> Section:
     ]
     intro = (
         "Train in the fastest mode that beats fp32 beyond noise (its 95% interval above 1; with one seed, by more"
-        f" than {NOISY_SPREAD:.0%}) and keeps accuracy within its tolerance; fp32 where none does. Negative"
-        " controls are never recommended."
+        f" than {NOISY_SPREAD:.0%}) and keeps accuracy (its parity test passes, or with one seed its delta is"
+        " within the margin; and it reaches the workload's target, where one is declared); fp32 where none does."
+        " Negative controls are never recommended. With a target, the time to it is given beside the speedup."
     )
     headers = ("machine", "workload", "batch", "variant", "train in", "accuracy", "the answer")
     return Section("The answer", intro, headers, rows, disagreements)
@@ -144,6 +146,8 @@ def _glance_throughput(row: Row | None) -> str:
 def _parity_word(row: Row | None) -> str:
     if row is None or row.parity is None:
         return "-"
+    if row.parity_p_value is not None:
+        return f"{row.parity} ({p_value_words(row.parity_p_value)})"
     return f"at risk: {row.parity}" if row.parity_at_risk and row.parity != "fail" else row.parity
 
 
@@ -185,7 +189,8 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
     other = next(b for b in SPEED_BASELINES if b != report.baseline)  # the other baseline gets a column too
     headers = (
         "matrix", "workload", "batch", "variant", "precision", "status", "throughput", "TFLOP/s (MFU)",
-        f"speedup vs {report.baseline}", f"vs {other}", f"memory vs {REFERENCE}", "parity (delta / tolerance)",
+        f"speedup vs {report.baseline}", f"vs {other}", f"memory vs {REFERENCE}", "parity (delta / margin, test)",
+        f"to target (vs {REFERENCE})",
     )  # fmt: skip
     mine = [r for r in report.rows if r.machine == machine]
     energy = any(r.energy_j_per_sample is not None for r in mine)  # GPUs with NVML's energy counter
@@ -197,13 +202,17 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
          _tflops(r),
          _speedup(r.speedup, r.speedup_interval),
          _x(r.speedup_vs_tf32 if other == TF32_BASELINE else r.speedup_vs_fp32),
-         _x(r.memory_ratio), _parity(r), *([_energy(r)] if energy else [])]
+         _x(r.memory_ratio), _parity(r), _to_target(r), *([_energy(r)] if energy else [])]
         for r in mine
     ]  # fmt: skip
     intro = (
         "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) needs two or"
-        " more seeds on both sides. Parity compares the validation metric with fp32's: pass or fail with two or"
-        " more seeds, indicative with one (marked at risk where its delta is beyond the tolerance). Noisy: a seed's"
+        " more seeds on both sides. Parity compares the validation metric with fp32's on the same seeds: with two"
+        " or more, a one-sided paired t test of non-inferiority at the margin (pass: p below alpha, 0.05 by"
+        " default; its p-value and seeds shown); indicative with one (marked at risk where its delta is beyond the"
+        " margin); invalid where a seed saw other data or batches than fp32's. To target: fp32's training time to"
+        " the workload's target over this mode's (warmup steps and evaluations excluded), on the seeds both"
+        " reached it, with the seeds that reached it. Noisy: a seed's"
         f" throughput varied by more than {NOISY_SPREAD:.0%} across its timed windows ((max - min) / median), or the"
         f" speedup's interval reaches more than {NOISY_SPREAD:.0%} either side; the spread shown is the wider of the"
         " two."
@@ -372,12 +381,28 @@ def _speedup(value: float | None, interval: tuple[float, float] | None) -> str:
 
 
 def _parity(row: Row) -> str:
-    """E.g. "pass (+0.002 / 0.018)"; a one-seed delta beyond its tolerance says so first:
-    "at risk: indicative (-0.062 / 0.0176)"."""
+    """E.g. "pass (+0.002 / 0.018, t-test p=0.012, 3 seeds)"; a one-seed delta beyond its margin says so
+    first: "at risk: indicative (-0.062 / 0.0176)"; an older record's rule is named: "pass (+0 / 0.018,
+    noise-floor rule)"."""
     if row.parity is None:
         return "-"
+    if row.parity == "invalid":
+        return f"invalid: {row.invalid}"
     at_risk = "at risk: " if row.parity_at_risk and row.parity != "fail" else ""
-    return f"{at_risk}{row.parity} ({row.parity_delta:+.3g} / {row.parity_tolerance:.3g})"
+    if row.parity_p_value is not None:
+        test = f", t-test {p_value_words(row.parity_p_value)}, {row.parity_seeds} seeds"
+    else:
+        test = f", {row.parity_method} rule" if row.parity_method not in (None, "t-test") else ""
+    return f"{at_risk}{row.parity} ({row.parity_delta:+.3g} / {row.parity_tolerance:.3g}{test})"
+
+
+def _to_target(row: Row) -> str:
+    """E.g. "1.61x [1.40, 1.85] (3/3 seeds)", or "never (0/3 seeds)"."""
+    if row.target_reached is None:
+        return "-"
+    if row.target_speedup is None:
+        return f"never ({row.target_reached} seeds)" if row.target_reached.startswith("0/") else row.target_reached
+    return f"{_speedup(row.target_speedup, row.target_speedup_interval)} ({row.target_reached} seeds)"
 
 
 # -- formats ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import fcntl
 import getpass
 import json
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -151,6 +152,8 @@ class MlflowStore:
         metrics += [(key, value, 0) for key, value in record.val_metrics.items() if key not in METRIC_FIELDS]
         metrics += [("train_loss", loss, record.warmup_steps + i) for i, loss in enumerate(record.loss_curve)]
         metrics += [("loss_scale_series", scale, step) for step, scale in enumerate(record.loss_scale_curve)]
+        # Time to target: the validation metric at each evaluation, charted against the step.
+        metrics += [(f"{record.val_metric_name}_curve", p.metric, p.step) for p in record.eval_curve]
         tags: dict[str, Any] = {"status": record.status, "reason": record.reason or "", "cell_id": record.cell_id}
         if record.machine is not None:
             tags["machine"] = record.machine.key
@@ -213,11 +216,18 @@ class MlflowStore:
             tags = {"speedup": "-" if row.speedup is None else f"{row.speedup:.2f}x", "noisy": row.noisy,
                     "throttled": row.throttled}  # fmt: skip
             if row.parity is not None:
-                metrics.append(("parity_delta", row.parity.delta, 0))
-                tags["parity"] = row.parity.verdict
-                if row.parity.verdict in ("pass", "fail"):  # sortable; "indicative" is no verdict to chart
-                    metrics.append(("parity_pass", float(row.parity.verdict == "pass"), 0))
-            metrics = [metric for metric in metrics if metric[1] is not None]
+                p = row.parity
+                metrics += [("parity_delta", p.delta, 0), ("parity_margin", p.tolerance, 0),
+                            ("parity_p_value", p.p_value, 0), ("parity_seeds", p.seeds, 0)]  # fmt: skip
+                tags["parity"] = p.verdict
+                if p.verdict in ("pass", "fail"):  # sortable; "indicative" is no verdict to chart
+                    metrics.append(("parity_pass", float(p.verdict == "pass"), 0))
+                if p.reason:
+                    tags["parity_invalid"] = p.reason
+            if (reach := row.time_to_target) is not None:
+                metrics += [("target_speedup", reach.speedup, 0), ("target_reached_seeds", reach.reached, 0)]
+                tags["target"] = reach.described
+            metrics = [m for m in metrics if m[1] is not None and math.isfinite(m[1])]
             self._batch(run_id, tags=tags, metrics=metrics, timestamp=_millis(stamp))
 
     def describe_parent(self, run_id: str, record: CellRecord, matrix: str, stamp: str) -> None:

@@ -1,0 +1,120 @@
+"""Time to target per precision, against fp32's: what a user finally pays for. No torch here.
+
+A workload's `target` (config.workloads.TargetConfig) is a value of its primary validation metric,
+or a fraction of the quality fp32's runs end at (their mean final metric; divided by the fraction
+where lower is better), as MLPerf derives targets from reference runs. Each run's time to it is the
+timed training seconds to its first evaluation at or past it (records.results.EvalPoint): warmup
+steps and the evaluations themselves are not counted, for every precision alike. A run that
+diverged, or ended short of the target, did not reach it.
+
+The speedup to target is fp32's time over this mode's, over the seeds both reached, with the
+same seed-paired 95% interval as the throughput speedup (analysis.ratios).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from amp_suite.analysis.ratios import paired_ratio, ratio_interval
+from amp_suite.config import TargetConfig
+from amp_suite.records.results import CellRecord, EvalPoint, first_reaching
+
+
+@dataclass(frozen=True)
+class TimeToTarget:
+    target: float  # the primary metric's value to reach
+    described: str  # "val_accuracy 0.9", "95% of fp32's val_accuracy (0.909)"
+    reached: int  # seeds whose every run reached it
+    seeds: int  # seeds evaluated (ok or diverged)
+    steps: float | None  # mean optimizer steps to it (warmup included), over the seeds that reached it
+    seconds: float | None  # mean timed training seconds to it, over the same seeds
+    speedup: float | None  # fp32's time / this mode's, over the seeds both reached
+    speedup_interval: tuple[float, float] | None  # 95%, with two or more such seeds
+
+    @property
+    def all_reached(self) -> bool:
+        return self.reached == self.seeds
+
+    def words(self, precision: str) -> str:
+        """E.g. "bf16 reaches val_accuracy 0.9 in 0.62x fp32's time (1.61x [1.40, 1.85] sooner, 3 seeds)"."""
+        if not self.reached:
+            return f"{precision} never reaches {self.described} ({_seeds(self.seeds)})"
+        partly = "" if self.all_reached else f" on {self.reached} of {self.seeds} seeds"
+        if self.speedup is None:
+            return f"{precision} reaches {self.described}{partly} ({self.seconds:.3g} s of training)"
+        sooner = f"{self.speedup:.2f}x"
+        if self.speedup_interval is not None:
+            sooner += f" [{self.speedup_interval[0]:.2f}, {self.speedup_interval[1]:.2f}]"
+        return (
+            f"{precision} reaches {self.described}{partly} in {1 / self.speedup:.2f}x fp32's time"
+            f" (speedup to target {sooner}, {_seeds(self.reached)})"
+        )
+
+
+def time_to_target(group: Sequence[CellRecord], fp32: Sequence[CellRecord]) -> TimeToTarget | None:
+    """This precision's time to its workload's target, against fp32's records of the same setup.
+    None where the workload declares no target, or fp32 has no final metric to derive it from."""
+    config = _target_config(group)
+    evaluated = [r for r in group if r.eval_curve and r.status in ("ok", "diverged")]
+    if config is None or not evaluated:
+        return None
+    higher = next((r.val_higher_is_better for r in evaluated if r.val_higher_is_better is not None), True)
+    resolved = _resolve(config, fp32, higher)
+    if resolved is None:
+        return None
+    target, described = resolved
+    mine, theirs = _seconds_by_seed(evaluated, target, higher), _seconds_by_seed(fp32, target, higher)
+    reached = {seed: s for seed, s in mine.items() if s is not None}
+    fp32_times = {seed: s for seed, s in theirs.items() if s is not None and seed in reached}
+    paired = {seed: reached[seed] for seed in fp32_times}  # this mode's times, on the seeds both reached
+    steps = [p.step for r in evaluated if (p := _crossing(r, target, higher)) and r.seed in reached]
+    return TimeToTarget(
+        target=target,
+        described=described,
+        reached=len(reached),
+        seeds=len(mine),
+        steps=statistics.fmean(steps) if steps else None,
+        seconds=statistics.fmean(reached.values()) if reached else None,
+        speedup=paired_ratio(fp32_times, paired) if paired else None,
+        speedup_interval=ratio_interval(fp32_times, paired),
+    )
+
+
+def _target_config(group: Sequence[CellRecord]) -> TargetConfig | None:
+    workload = group[0].config.get("workload") if group else None
+    target = workload.get("target") if isinstance(workload, dict) else None
+    return TargetConfig.model_validate(target) if isinstance(target, dict) else None
+
+
+def _resolve(config: TargetConfig, fp32: Sequence[CellRecord], higher: bool) -> tuple[float, str] | None:
+    name = next((r.val_metric_name for r in fp32 if r.val_metric_name), None) or "the validation metric"
+    if config.value is not None:
+        return config.value, config.describe(name)
+    finals = [r.val_metric for r in fp32 if r.status == "ok" and r.val_metric is not None]
+    if not finals or config.of_fp32 is None:
+        return None
+    mean = statistics.fmean(finals)
+    target = mean * config.of_fp32 if higher else mean / config.of_fp32
+    return target, f"{config.describe(name)} ({target:.4g})"
+
+
+def _crossing(record: CellRecord, target: float, higher: bool) -> EvalPoint | None:
+    return first_reaching(record.eval_curve, target, higher) if record.status == "ok" else None
+
+
+def _seconds_by_seed(records: Sequence[CellRecord], target: float, higher: bool) -> dict[int, float | None]:
+    """Each evaluated seed's mean time to target over its runs (hosts), None unless every run reached it."""
+    runs: dict[int, list[EvalPoint | None]] = {}
+    for record in records:
+        if record.eval_curve and record.status in ("ok", "diverged"):
+            runs.setdefault(record.seed, []).append(_crossing(record, target, higher))
+    return {
+        seed: None if None in points else statistics.fmean(p.train_s for p in points)  # type: ignore[union-attr]
+        for seed, points in runs.items()
+    }
+
+
+def _seeds(count: int) -> str:
+    return "1 seed" if count == 1 else f"{count} seeds"
