@@ -105,3 +105,9 @@ def test_a_fail_within_the_margin_is_at_risk_and_says_how_much_worse_it_could_be
     shown = "bf16 is 1.90x faster but keeping accuracy is not shown: -0.01 against a margin of 0.018, could be up to"
     assert shown in answer.sentence
     assert answer.sentence.endswith("(t-test p=0.29, 2 seeds); run more seeds")
+
+
+def test_a_slower_mode_that_loses_accuracy_is_not_called_faster():
+    answer = answer_of(A100, {"fp32": three(1000.0), "bf16": three(500.0, accuracy=0.8)})
+    assert answer.mode == "fp32" and "bf16 runs at 0.50x fp32's speed but loses accuracy" in answer.sentence
+    assert "faster but" not in answer.sentence

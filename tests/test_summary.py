@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from conftest import tiny_matrix
 
+from amp_suite.analysis.ratios import ratio_interval
 from amp_suite.analysis.summary import parity, summarize
 from amp_suite.config import Matrix, ParityConfig
 from amp_suite.records.results import CellRecord, EvalPoint
@@ -191,3 +192,20 @@ def test_a_comparison_whose_seeds_saw_other_batches_is_invalid_and_never_judged(
     other_data = [r.updated(data_fingerprint="other") for r in bf16[:1]]
     row = next(r for r in summarize(fp32 + other_data, TEST) if r.precision == "bf16")
     assert row.invalid == "seed 0: data other differs from fp32's d"
+
+
+def test_a_target_fp32_misses_too_is_out_of_reach_not_held_against_the_mode():
+    fp32 = [_target_record("fp32", s, [(10, 1.0, 0.5)], target=0.9) for s in range(2)]
+    bf16 = [_target_record("bf16", s, [(10, 1.0, 0.5)], target=0.9) for s in range(2)]
+    row = next(r for r in summarize(fp32 + bf16, TEST) if r.precision == "bf16")
+    assert (row.time_to_target.reached, row.time_to_target.short_of_fp32) == (0, 0)
+    assert row.time_to_target.words("bf16").endswith("; nor does fp32, on those seeds")
+
+
+def test_an_invalid_comparison_carries_no_test_result_and_an_interval_never_goes_below_zero():
+    fp32 = [_target_record("fp32", s, [(10, 1.0, 0.96)], target=0.9) for s in range(2)]
+    bf16 = [_target_record("bf16", s, [(10, 1.0, 0.96)], target=0.9).updated(batch_order_hash="x") for s in range(2)]
+    parity = next(r for r in summarize(fp32 + bf16, TEST) if r.precision == "bf16").parity
+    assert parity.verdict == "invalid" and parity.p_value is None and parity.upper_bound is None
+    low, high = ratio_interval({0: 1.0, 1: 100.0}, {0: 50.0, 1: 1.0})  # wildly noisy seeds
+    assert low == 0.0 < high

@@ -73,7 +73,8 @@ def accuracy(row: SummaryRow) -> str:
 
 
 def _short_of_target(row: SummaryRow) -> bool:
-    return row.time_to_target is not None and not row.time_to_target.all_reached
+    """Short of the target on a seed where fp32 reached it (a target fp32 misses too says nothing of the mode)."""
+    return row.time_to_target is not None and row.time_to_target.short_of_fp32 > 0
 
 
 def faster(row: SummaryRow) -> bool:
@@ -118,9 +119,10 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
         sentence = f"no mode beats {REFERENCE} beyond noise here: the fastest, {considered.precision}, ran at {speed}"
         if reference.step_time_ms is not None:
             sentence += f"; an {REFERENCE} step takes {reference.step_time_ms:.3g} ms"
-        sentence += _target_words(considered)
         if accuracy(considered) in (AT_RISK, LOST):
             sentence += f"; {_risk_words(considered)}"
+        else:
+            sentence += _target_words(considered)
     if invalid:
         sentence += f"; {_invalid_words(invalid)}"
     rule, disagrees = _rule(machine, chosen.precision, group)
@@ -171,7 +173,9 @@ def _accuracy_words(row: SummaryRow) -> str:
 
 
 def _risk_words(row: SummaryRow) -> str:
-    faster = f"{row.precision} is {row.speedup:.2f}x faster"
+    speed = row.speedup or 0.0
+    pace = f"is {speed:.2f}x faster" if speed > 1 else f"runs at {speed:.2f}x {REFERENCE}'s speed"
+    faster = f"{row.precision} {pace}"
     p = row.parity
     if p is None or (p.verdict != "fail" and not p.beyond_tolerance):  # short of its target
         assert row.time_to_target is not None

@@ -33,7 +33,9 @@ def ratio_interval(
     residuals = [x - middle * y for x, y in zip(a, b, strict=True)]
     error = statistics.stdev(residuals) / math.sqrt(len(seeds)) / statistics.fmean(b)
     half = t_quantile(0.5 + level / 2, len(seeds) - 1) * error
-    return middle - half, middle + half
+    # The delta method's interval is symmetric; a ratio of positive rates is not below 0, however
+    # noisy the seeds (a low end under 0 says "anything from nothing up").
+    return max(middle - half, 0.0), middle + half
 
 
 def mean_of(values: Iterable[float | None]) -> float | None:

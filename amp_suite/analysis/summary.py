@@ -348,7 +348,8 @@ def _against_fp32(precision: str, group: list[CellRecord], fp32: list[CellRecord
     if invalid is None:
         return {"parity": parity, "time_to_target": time_to_target(group, fp32)}
     unjudged = Parity(math.nan, math.nan, "invalid") if parity is None else parity
-    return {"invalid": invalid, "parity": replace(unjudged, verdict="invalid", reason=invalid)}
+    judged_nothing = {"verdict": "invalid", "reason": invalid, "p_value": None, "upper_bound": None}
+    return {"invalid": invalid, "parity": replace(unjudged, **judged_nothing)}
 
 
 def different_data(group: list[CellRecord], fp32: list[CellRecord]) -> str | None:

@@ -32,15 +32,23 @@ class TimeToTarget:
     seconds: float | None  # mean timed training seconds to it, over the same seeds
     speedup: float | None  # fp32's time / this mode's, over the seeds both reached
     speedup_interval: tuple[float, float] | None  # 95%, with two or more such seeds
+    short_of_fp32: int = 0  # seeds on which fp32 reached it and this mode did not: what counts against it
 
     @property
     def all_reached(self) -> bool:
         return self.reached == self.seeds
 
+    @property
+    def counted(self) -> str:
+        """Seeds that reached it, of those evaluated: "3/3"."""
+        return f"{self.reached}/{self.seeds}"
+
     def words(self, precision: str) -> str:
-        """E.g. "bf16 reaches val_accuracy 0.9 in 0.62x fp32's time (1.61x [1.40, 1.85] sooner, 3 seeds)"."""
+        """E.g. "bf16 reaches val_accuracy 0.9 in 0.62x fp32's time (speedup to target 1.61x [1.40, 1.85],
+        3 seeds)"; where fp32 fell short too, it says so: the target, not the mode, is out of reach."""
         if not self.reached:
-            return f"{precision} never reaches {self.described} ({_seeds(self.seeds)})"
+            fp32_too = "" if self.short_of_fp32 else "; nor does fp32, on those seeds"
+            return f"{precision} never reaches {self.described} ({_seeds(self.seeds)}){fp32_too}"
         partly = "" if self.all_reached else f" on {self.reached} of {self.seeds} seeds"
         if self.speedup is None:
             return f"{precision} reaches {self.described}{partly} ({self.seconds:.3g} s of training)"
@@ -79,6 +87,7 @@ def time_to_target(group: Sequence[CellRecord], fp32: Sequence[CellRecord]) -> T
         seconds=statistics.fmean(reached.values()) if reached else None,
         speedup=paired_ratio(fp32_times, paired) if paired else None,
         speedup_interval=ratio_interval(fp32_times, paired),
+        short_of_fp32=sum(1 for seed, s in mine.items() if s is None and theirs.get(seed) is not None),
     )
 
 

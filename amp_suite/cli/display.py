@@ -211,11 +211,13 @@ def _parity(row: SummaryRow) -> str:
     if row.parity is None:
         return ""
     p = row.parity
-    if p.verdict == "invalid":  # the sides saw other data: nothing to compare (the answer says what differed)
-        return f"[{PARITY_STYLE[p.verdict]}]invalid: other data[/]"
+    if p.verdict == "invalid":  # the sides saw other data or batches: nothing compared (the answer says which seed)
+        what = "other batches" if "batch order" in (p.reason or "") else "other data"
+        return f"[{PARITY_STYLE[p.verdict]}]invalid: {what}[/]"
     # One seed, its delta beyond the tolerance: no verdict, but not to be read as a pass either.
     at_risk = "[bold yellow]at risk:[/] " if p.verdict == "indicative" and p.beyond_tolerance else ""
     test = f" {p_value_words(p.p_value)}" if p.p_value is not None else ""
+    test += f" ({p.method})" if p.method != "t-test" and p.verdict != "indicative" else ""  # an older record's rule
     return f"{at_risk}[{PARITY_STYLE[p.verdict]}]{p.verdict}[/] {p.delta:+.3g} / {p.tolerance:.3g}{test}"
 
 
@@ -225,9 +227,9 @@ def _to_target(row: SummaryRow) -> str:
     if reach is None:
         return ""
     if not reach.reached:
-        return "[red]never[/]"
+        return f"[red]never ({reach.counted})[/]"
     shown = _speedup(reach.speedup, reach.speedup_interval) if reach.speedup is not None else "-"
-    return shown if reach.all_reached else f"[yellow]{reach.reached}/{reach.seeds} seeds[/] {shown}"
+    return f"{shown} ({reach.counted})" if reach.all_reached else f"{shown} [yellow]({reach.counted})[/]"
 
 
 def _number(value: float | None, template: str) -> str:

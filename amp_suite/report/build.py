@@ -229,7 +229,7 @@ def _time_to_target(row: SummaryRow) -> dict[str, Any]:
     if reach is None:
         return {}
     return {
-        "target": reach.described, "target_reached": f"{reach.reached}/{reach.seeds}", "steps_to_target": reach.steps,
+        "target": reach.described, "target_reached": reach.counted, "steps_to_target": reach.steps,
         "time_to_target_s": reach.seconds, "target_speedup": reach.speedup,
         "target_speedup_interval": reach.speedup_interval,
     }  # fmt: skip
