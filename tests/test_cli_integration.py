@@ -98,7 +98,7 @@ def test_a_record_whose_batches_differ_from_fp32s_makes_its_comparison_invalid_i
     )
     assert "invalid: seed 0, batch 8: batch order" in (edited / "report" / "report.md").read_text()
     summary = amp_suite("summary", str(edited), cwd=root, env={"COLUMNS": "200"})
-    assert summary.returncode == 0 and "invalid: other data" in summary.stdout
+    assert summary.returncode == 0 and "invalid: other batches" in summary.stdout
 
 
 def test_loss_series_is_logged_per_step(tiny_run):
