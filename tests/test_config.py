@@ -77,8 +77,8 @@ INVALID = {
         r"workloads\.0\.workload: .*'vit'.*'resnet', 'transformer', 'mlp'",
     ),
     "unknown precision": (
-        lambda d: d.update(precisions=["fp32", "fp8"]),
-        r"precisions\.1: .*'fp32', 'tf32', 'fp16', 'bf16' or 'fp16-noscale' \(got 'fp8'\)",
+        lambda d: d.update(precisions=["fp32", "fp8"]),  # fp8 is two modes: its recipes
+        r"precisions\.1: .*'fp16-noscale', 'fp8-tensorwise' or 'fp8-rowwise' \(got 'fp8'\)",
     ),
     "wrong type": (lambda d: d.update(steps="many"), r"steps: .*valid integer.*\(got 'many'\)"),
     "zero steps": (lambda d: d.update(steps=0), r"steps: Input should be greater than or equal to 1 \(got 0\)"),

@@ -67,3 +67,25 @@ def test_unknown_workload_or_precision_is_a_one_line_error():
                            (["--workload", "mlp", "--precision", "fp8"], "--precision: unknown 'fp8'")):  # fmt: skip
         done = runner.invoke(app, ["inspect", *args, "--device", "cpu"])
         assert done.exit_code == 2 and expected in done.output
+
+
+def test_fp8s_float8_matmuls_are_listed_and_checked(tmp_path):
+    """torch._scaled_mm runs below torchao's tensor subclass, out of a dispatch mode's sight: the audit
+    counts it from torch._scaled_mm itself (this CPU's kernel is software, but the calls are real)."""
+    import torch
+    from torch.nn import functional as F
+
+    from amp_suite.cell.precision import make_policy
+    from amp_suite.instruments.diagnostics.dtype_audit import audit_step
+
+    policy = make_policy("fp8-rowwise", "cpu")
+    model = policy.convert_module(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                                      torch.nn.Linear(256, 16)))  # fmt: skip
+    audit = audit_step(model, lambda m, x, y: F.cross_entropy(m(x), y), policy, torch.randn(32, 64),
+                       torch.randint(0, 16, (32,)))  # fmt: skip
+    scaled = {(op["phase"], op["calls"], op["ran_in"]) for op in audit["ops"] if op["op"] == "_scaled_mm"}
+    assert scaled == {("forward", 2, "float8"), ("backward", 4, "float8")}  # two layers; grad input + weight each
+    assert audit["checks"]["fp8_scaled_matmuls"] is True
+    bf16 = audit_step(model, lambda m, x, y: F.cross_entropy(m(x), y), make_policy("bf16", "cpu"),
+                      torch.randn(32, 64), torch.randint(0, 16, (32,)))  # fmt: skip
+    assert "fp8_scaled_matmuls" not in bf16["checks"]

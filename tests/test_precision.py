@@ -10,6 +10,8 @@ from amp_suite.cell.precision import (
     FP16,
     POLICIES,
     TF32,
+    FP8RowWise,
+    FP8TensorWise,
     PrecisionPolicy,
     fp32_math,
     make_policy,
@@ -18,6 +20,7 @@ from amp_suite.cell.precision import (
 from amp_suite.hardware.capability import cpu_caps, cuda_caps
 
 AMPERE, VOLTA, PASCAL = cuda_caps("A100", (8, 0)), cuda_caps("V100", (7, 0)), cuda_caps("P100", (6, 0))
+ADA, HOPPER = cuda_caps("L40S", (8, 9)), cuda_caps("H100", (9, 0))
 PLAIN_CPU = cpu_caps("cpu", frozenset({"avx2"}))
 
 
@@ -157,6 +160,11 @@ def test_fp32_turns_tf32_off_and_tf32_turns_it_on():
         (FP16, PASCAL, False),
         (FP16, PLAIN_CPU, False),
         (PrecisionPolicy, PASCAL, True),
+        (FP8TensorWise, ADA, True),
+        (FP8TensorWise, AMPERE, False),
+        (FP8TensorWise, PLAIN_CPU, False),
+        (FP8RowWise, HOPPER, True),
+        (FP8RowWise, ADA, False),  # row-wise scales: Hopper on
     ],
 )
 def test_hardware_requirements(policy, caps, runs):
@@ -167,8 +175,8 @@ def test_hardware_requirements(policy, caps, runs):
 
 
 def test_unknown_policy():
-    with pytest.raises(ValueError, match="unknown precision 'fp8'"):
-        make_policy("fp8", "cpu")
+    with pytest.raises(ValueError, match="unknown precision 'fp4'"):
+        make_policy("fp4", "cpu")
 
 
 def test_a_mode_the_config_accepts_without_a_policy_stops_the_import():
@@ -177,7 +185,7 @@ def test_a_mode_the_config_accepts_without_a_policy_stops_the_import():
     import sys
 
     add_a_mode = (
-        "import amp_suite.config.precisions as p; p.PRECISIONS = (*p.PRECISIONS, 'fp8');"
+        "import amp_suite.config.precisions as p; p.PRECISIONS = (*p.PRECISIONS, 'fp4');"
         " import amp_suite.cell.precision"
     )
     done = subprocess.run([sys.executable, "-c", add_a_mode], capture_output=True, text=True)
@@ -195,3 +203,38 @@ def test_fp16_noscale_is_fp16_autocast_with_a_plain_backward():
     loss.backward.assert_called_once_with()
     optimizer.step.assert_called_once_with()
     assert policy.unsupported_reason(VOLTA) is None and policy.unsupported_reason(PASCAL)
+
+
+# -- fp8 (torchao.float8): its conversion and its proof run on this CPU, whose torch._scaled_mm is a
+# software kernel; the cells themselves are skipped here unless forced.
+
+
+@pytest.mark.parametrize("name", ["fp8-tensorwise", "fp8-rowwise"])
+def test_fp8_swaps_the_linear_layers_that_fit_float8_and_says_which_it_left(name):
+    policy = make_policy(name, "cpu")
+    model = policy.convert_module(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                                      torch.nn.Linear(256, 10)))  # fmt: skip
+    assert [type(m).__name__ for m in model] == ["Float8Linear", "ReLU", "Linear"]
+    assert policy.telemetry() == {"fp8_layers": 1, "fp8_layers_left_out": ["2"]}  # 10 classes: not a multiple of 16
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # master weights stay float32
+    # The proof of mode: a Float8Linear under the policy reaches torch._scaled_mm with float8 operands.
+    assert policy.checked_matmul_dtype(torch.device("cpu")) == torch.float8_e4m3fn
+
+
+def test_fp8_that_never_reaches_a_float8_matmul_fails_its_proof(monkeypatch):
+    """A platform (or a torchao) that multiplied in a wider type would be measured as fp8: it fails."""
+    import torchao.float8.float8_ops as ops
+
+    def widened(a, b, *args, **kwargs):  # FIXTURE: a fallback, not torchao's behaviour here
+        return (a.float() @ b.float()).to(kwargs.get("out_dtype") or torch.float32)
+
+    monkeypatch.setattr(ops, "addmm_float8_unwrapped", lambda a, sa, b, sb, dtype, **kw: widened(a, b, out_dtype=dtype))
+    with pytest.raises(RuntimeError, match="no float8 matmul ran on cpu"):
+        make_policy("fp8-tensorwise", "cpu").checked_matmul_dtype(torch.device("cpu"))
+
+
+def test_fp8_runs_compiled_only():
+    policy = make_policy("fp8-tensorwise", "cuda")
+    assert "compile: [default]" in policy.unsupported_compile("off")
+    assert policy.unsupported_compile("default") is None
+    assert make_policy("bf16", "cuda").unsupported_compile("off") is None

@@ -8,12 +8,18 @@ only what differs (the shape of Lightning Fabric's precision plugins):
     bf16   autocast(bfloat16) around forward + loss; plain backward and step
     fp16   autocast(float16) + GradScaler: scale -> backward, unscale_ before clipping, step, update
     fp16-noscale  autocast(float16) without a scaler: the negative control for the parity check
+    fp8-tensorwise, fp8-rowwise  torchao's float8 training: linear layers swapped for Float8Linear
+           (their matmuls in float8, scaled per tensor or per row), the rest under bf16 autocast;
+           compiled only (compute capability >= 8.9; row-wise >= 9.0)
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from types import ModuleType
 
 import torch
 from torch import nn
@@ -89,6 +95,10 @@ class PrecisionPolicy:
 
     def unsupported_reason(self, caps: DeviceCaps) -> str | None:
         """Why this device can't run the mode well, or None. Callers skip rather than substitute."""
+        return None
+
+    def unsupported_compile(self, compile: str) -> str | None:
+        """Why this mode should not run in this torch.compile mode ("off": eager), or None."""
         return None
 
     def numerics(self) -> AbstractContextManager[dict[str, str]]:
@@ -230,8 +240,104 @@ class FP16NoScale(Autocast):
     unsupported_reason = FP16.unsupported_reason
 
 
+class FP8(BF16):
+    """torchao's float8 training: every linear layer whose sizes fit float8's matmul (multiples of
+    16) becomes a Float8Linear, whose forward and backward matmuls run in float8 through
+    torch._scaled_mm with the recipe's scales; the rest of forward + loss stays under bf16 autocast,
+    as torchao trains. Weights, gradients and optimizer state stay float32."""
+
+    recipe = ""
+    min_capability = (8, 9)  # float8 tensor cores: Ada and Hopper on
+
+    def __init__(self, device_type: str) -> None:
+        super().__init__(device_type)
+        self.converted: list[str] = []  # the linear layers now Float8Linear
+        self.left_out: list[str] = []  # linear layers whose sizes float8's matmul can't take
+
+    def unsupported_reason(self, caps: DeviceCaps) -> str | None:
+        floor = _dotted(self.min_capability)
+        needs = f"fp8 training ({self.recipe}) needs an NVIDIA GPU of compute capability >= {floor}"
+        if caps.type != "cuda":  # torch._scaled_mm runs on a CPU, in software
+            return f"{needs}; this is a CPU, whose float8 matmuls run in software"
+        if caps.capability is None or caps.capability < self.min_capability:
+            return f"{needs}; this GPU is {caps.capability_str}"
+        if importlib.util.find_spec("torchao") is None:
+            return "fp8 training needs torchao (pip install torchao), which is not installed"
+        return None
+
+    def unsupported_compile(self, compile: str) -> str | None:
+        if compile == "off":
+            return (
+                "fp8 training runs under torch.compile (torchao's casts and scales fuse there; eager it is"
+                " slower than bf16 by design): give this workload compile: [default]"
+            )
+        return None
+
+    def convert_module(self, model: nn.Module) -> nn.Module:
+        self.converted, self.left_out = [], []
+        return self._convert(model, self._fits_and_count)
+
+    def _convert(self, model: nn.Module, fits) -> nn.Module:
+        float8 = _torchao_float8()
+        config = float8.Float8LinearConfig.from_recipe_name(self.recipe)
+        return float8.convert_to_float8_training(model, config=config, module_filter_fn=fits)
+
+    def _fits_and_count(self, module: nn.Module, name: str) -> bool:
+        if isinstance(module, nn.Linear):
+            (self.converted if _fits_float8(module) else self.left_out).append(name)
+        return _fits_float8(module)
+
+    def checked_matmul_dtype(self, device: torch.device) -> torch.dtype:
+        """Proof of fp8: a Float8Linear's forward under this policy must reach torch._scaled_mm with
+        float8 operands (a layer left in bf16, or a recipe that fell back, would not)."""
+        from amp_suite.instruments.diagnostics.scaled_mm import scaled_matmuls
+
+        probe = self._convert(nn.Linear(FP8_ALIGNMENT, FP8_ALIGNMENT, device=device), lambda module, _: True)
+        with scaled_matmuls() as seen, self.forward_context():
+            probe(torch.ones(FP8_ALIGNMENT, FP8_ALIGNMENT, device=device))
+        if not seen.float8:
+            calls = f"torch._scaled_mm calls: {seen.calls}"
+            raise RuntimeError(f"{self.name}: no float8 matmul ran on {device.type} ({calls})")
+        return getattr(torch, seen.float8[0][0])
+
+    def telemetry(self) -> dict[str, object]:
+        return {"fp8_layers": len(self.converted), "fp8_layers_left_out": self.left_out}
+
+
+class FP8TensorWise(FP8):
+    name = "fp8-tensorwise"
+    recipe = "tensorwise"
+
+
+class FP8RowWise(FP8):
+    name = "fp8-rowwise"
+    recipe = "rowwise"
+    min_capability = (9, 0)  # its float8 matmul with row-wise scales: Hopper on
+
+
+FP8_ALIGNMENT = 16  # torch._scaled_mm takes float8 operands whose sizes are multiples of 16
+
+
+def _fits_float8(module: nn.Module) -> bool:
+    """A linear layer float8's matmul can take (an output head of 10 classes can't)."""
+    return (
+        isinstance(module, nn.Linear)
+        and module.in_features % FP8_ALIGNMENT == 0
+        and module.out_features % FP8_ALIGNMENT == 0
+    )
+
+
+def _torchao_float8() -> ModuleType:
+    """torchao's float8 training, imported on first use: two seconds that only fp8 cells pay."""
+    return importlib.import_module("torchao.float8")
+
+
+def _dotted(capability: tuple[int, int]) -> str:
+    return f"{capability[0]}.{capability[1]}"
+
+
 POLICIES: dict[str, type[PrecisionPolicy]] = {
-    policy.name: policy for policy in (PrecisionPolicy, TF32, FP16, BF16, FP16NoScale)
+    policy.name: policy for policy in (PrecisionPolicy, TF32, FP16, BF16, FP16NoScale, FP8TensorWise, FP8RowWise)
 }
 if set(POLICIES) != set(PRECISIONS):  # a mode the config accepts must have a policy, and only those
     raise ImportError(f"precision policies {sorted(POLICIES)} do not match config.PRECISIONS {sorted(PRECISIONS)}")

@@ -51,7 +51,7 @@ def run_cell(spec: CellSpec, progress: Progress = no_progress, probed: Probed | 
         if impossible:
             return CellRecord.for_spec(spec, "skipped", impossible, **fields)
         policy = make_policy(spec.precision, device.type)  # for the check and the global numerics
-        unsupported = policy.unsupported_reason(caps)
+        unsupported = policy.unsupported_reason(caps) or policy.unsupported_compile(spec.compile)
         if unsupported and not spec.force:
             return CellRecord.for_spec(spec, "skipped", unsupported, **fields)
         with policy.numerics() as fp32_math, cudnn_autotune(device):

@@ -181,7 +181,13 @@ class CellRecord(BaseModel):
     loss_scale_curve: list[float] = Field(default_factory=list, description="GradScaler's scale after every step")
     nonfinite_step: int | None = Field(None, description="first step (warmup included) with inf/NaN")
     nonfinite_site: str | None = Field(None, description="the module that produced it, found by replay")
-    matmul_dtype: str | None = Field(None, description="dtype a matmul produced under the policy")
+    matmul_dtype: str | None = Field(
+        None, description="dtype a matmul produced under the policy (fp8: its float8 operands' dtype)"
+    )
+    fp8_layers: int | None = measured("layers", "fp8: linear layers trained as torchao Float8Linear")
+    fp8_layers_left_out: list[str] = Field(
+        default_factory=list, description="fp8: linear layers left in bf16 (sizes not multiples of 16)"
+    )
     fp32_math: dict[str, str] | None = None
     batch_order_hash: str | None = None
     loss_curve: list[float] = Field(default_factory=list, description="loss per measured step")

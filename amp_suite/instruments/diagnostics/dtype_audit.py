@@ -10,7 +10,10 @@ input and output dtypes, and where it ran:
     other     no floating-point output (indexing, shapes, integer ops)
 
 and the checks: parameters and gradients stay float32, the loss is float32, and every matmul
-and convolution in the forward pass produced the policy's compute dtype.
+and convolution in the forward pass produced the policy's compute dtype. fp8's float8 matmuls
+(torch._scaled_mm, below torchao's tensor subclass where a dispatch mode can't see them) are
+counted from torch._scaled_mm itself and listed as ops of their own, "ran in" float8; an fp8
+policy's step must run some in its forward pass.
 """
 
 from __future__ import annotations
@@ -26,11 +29,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from amp_suite.cell.precision import PrecisionPolicy
+from amp_suite.config.precisions import MODE_BY_NAME
+from amp_suite.instruments.diagnostics.scaled_mm import ScaledMatmuls, scaled_matmuls
 
 LOWER = (torch.float16, torch.bfloat16)
 # Matmul-like and convolution ops: the ones autocast is meant to run in the lower dtype.
 MATMUL_CONV_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "convolution", "_convolution", "linear", "matmul"})
 ATTENTION_PREFIX = "_scaled_dot_product"
+SCALED_MM = "_scaled_mm"  # fp8's float8 matmul (counted by diagnostics.scaled_mm)
 
 
 @dataclass
@@ -73,6 +79,18 @@ class _Recorder(TorchDispatchMode):
         stats.ran_in.add(_classify(inputs, outputs))
         return out
 
+    def add_scaled(self, phase: str, seen: ScaledMatmuls) -> None:
+        """torch._scaled_mm's calls, as the op they are."""
+        if not seen.calls:
+            return
+        stats = self.ops.setdefault((phase, SCALED_MM), OpStats(phase, SCALED_MM))
+        stats.calls += len(seen.calls)
+        for a, b, out in seen.calls:
+            stats.input_dtypes.update((a, b))
+            stats.output_dtypes.add(out)
+            stats.first_output_dtypes.add(out)
+            stats.ran_in.add("float8" if a.startswith("float8") and b.startswith("float8") else "other")
+
 
 def audit_step(
     model: nn.Module,
@@ -85,10 +103,13 @@ def audit_step(
     model = copy.deepcopy(model)
     recorder = _Recorder()
     with recorder:
-        with policy.forward_context():
+        with scaled_matmuls() as forward_fp8, policy.forward_context():
             loss = loss_fn(model, inputs, targets)
         recorder.phase = "backward"
-        policy.backward(loss)
+        with scaled_matmuls() as backward_fp8:
+            policy.backward(loss)
+    recorder.add_scaled("forward", forward_fp8)
+    recorder.add_scaled("backward", backward_fp8)
     ops = sorted(recorder.ops.values(), key=lambda s: (s.phase != "forward", s.op))
     lowered = [s for s in ops if s.phase == "forward" and _is_matmul_or_conv(s.op)]
     expected = _name(policy.compute_dtype)
@@ -98,6 +119,8 @@ def audit_step(
         "loss_float32": loss.dtype == torch.float32,
         "matmul_conv_in_compute_dtype": bool(lowered) and all(s.first_output_dtypes == {expected} for s in lowered),
     }
+    if MODE_BY_NAME[policy.name].fp8_recipe:
+        checks["fp8_scaled_matmuls"] = bool(forward_fp8.float8)
     return {
         "precision": policy.name,
         "compute_dtype": expected,

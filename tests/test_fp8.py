@@ -1,0 +1,33 @@
+"""fp8 training (torchao.float8) through `amp-suite run` on this CPU: skipped with its reason where
+it isn't forced, and the matrix goes on; forced, it trains for real (this CPU's torch._scaled_mm is a
+software kernel) and its record proves the float8 matmuls ran. The speed of fp8 is a GPU question
+(scripts/gpu-check.sh); what this checks is the path and the proof."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import amp_suite, read_records, tiny_matrix
+
+pytestmark = pytest.mark.slow
+
+
+def test_fp8_cells_are_skipped_with_their_reason_and_forced_ones_prove_their_float8_matmuls(tmp_path):
+    matrix = tiny_matrix(precisions=["fp32", "fp8-tensorwise", "fp8-rowwise"])
+    workload = matrix["workloads"][0]
+    # Every layer 16 -> 32 -> 32 -> 16: multiples of 16, as float8 matmuls need (a 10-class head would stay bf16).
+    workload.update(num_classes=16, force=["fp8-rowwise"], data={"source": "synthetic"})
+    (tmp_path / "fp8.yaml").write_text(yaml.safe_dump(matrix))
+    done = amp_suite("run", "--matrix", "fp8.yaml", "--out", "out", "--device", "cpu", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = {r["precision"]: r for r in read_records(tmp_path / "out")}
+    skipped = records["fp8-tensorwise"]
+    assert skipped["status"] == "skipped"
+    assert skipped["reason"].startswith("fp8 training (tensorwise) needs an NVIDIA GPU of compute capability >= 8.9")
+    forced = records["fp8-rowwise"]
+    assert forced["status"] == "ok" and forced["reason"].startswith("forced despite: fp8 training (rowwise)")
+    assert forced["matmul_dtype"] == "float8_e4m3fn" and forced["fp8_layers"] == 3
+    assert forced["dtype_audit"]["checks"]["fp8_scaled_matmuls"] is True
+    scaled = [op for op in forced["dtype_audit"]["ops"] if op["op"] == "_scaled_mm"]
+    assert {op["phase"] for op in scaled} == {"forward", "backward"} and all(op["ran_in"] == "float8" for op in scaled)
+    assert records["fp32"]["status"] == "ok" and "fp8-rowwise" in done.stdout  # its parity against fp32, tabled
