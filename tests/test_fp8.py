@@ -5,6 +5,8 @@ software kernel) and its record proves the float8 matmuls ran. The speed of fp8 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from conftest import amp_suite, read_records, tiny_matrix
@@ -13,10 +15,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_fp8_cells_are_skipped_with_their_reason_and_forced_ones_prove_their_float8_matmuls(tmp_path):
-    matrix = tiny_matrix(precisions=["fp32", "fp8-tensorwise", "fp8-rowwise"])
+    matrix = tiny_matrix(precisions=["fp32", "bf16", "fp8-tensorwise", "fp8-rowwise"])
     workload = matrix["workloads"][0]
     # Every layer 16 -> 32 -> 32 -> 16: multiples of 16, as float8 matmuls need (a 10-class head would stay bf16).
-    workload.update(num_classes=16, force=["fp8-rowwise"], data={"source": "synthetic"})
+    workload.update(num_classes=16, force=["bf16", "fp8-rowwise"], data={"source": "synthetic"})
     (tmp_path / "fp8.yaml").write_text(yaml.safe_dump(matrix))
     done = amp_suite("run", "--matrix", "fp8.yaml", "--out", "out", "--device", "cpu", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -31,3 +33,9 @@ def test_fp8_cells_are_skipped_with_their_reason_and_forced_ones_prove_their_flo
     scaled = [op for op in forced["dtype_audit"]["ops"] if op["op"] == "_scaled_mm"]
     assert {op["phase"] for op in scaled} == {"forward", "backward"} and all(op["ran_in"] == "float8" for op in scaled)
     assert records["fp32"]["status"] == "ok" and "fp8-rowwise" in done.stdout  # its parity against fp32, tabled
+    # Its speed question is bf16's as well as fp32's: `report --baseline bf16` divides by bf16.
+    report = amp_suite("report", "out", "--baseline", "bf16", "--out", "against-bf16", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    rows = {r["precision"]: r for r in json.loads((tmp_path / "against-bf16" / "report.json").read_text())["rows"]}
+    assert rows["fp8-rowwise"]["speedup"] == pytest.approx(rows["fp8-rowwise"]["speedup_vs_bf16"])
+    assert rows["fp8-rowwise"]["speedup_vs_fp32"] == pytest.approx(forced["throughput"] / records["fp32"]["throughput"])

@@ -397,3 +397,19 @@ def test_records_written_under_the_older_rule_are_judged_by_it_and_labelled_with
     assert "pass (+0 / 0.018, noise-floor rule)" in to_markdown(build_report(old, []), [])
     (today,) = [r for r in build_report(made, []).rows if r.precision == "bf16"]
     assert today.parity_method == "t-test" and today.parity_seeds == 3 and today.parity_p_value < 0.05
+
+
+def test_fp8_is_compared_with_bf16_as_well_as_fp32():
+    """The fp8 question is whether it beats the mixed precision it would replace: bf16."""
+    from amp_suite.report.render import to_markdown
+
+    h100 = A100.model_copy(update={"device_name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"})
+    made = records(h100, MLP, {"fp32": three(1000.0), "bf16": three(2000.0), "fp8-rowwise": three(2400.0)})
+    against_bf16 = build_report(made, [], baseline="bf16")
+    (fp8,) = [r for r in against_bf16.rows if r.precision == "fp8-rowwise"]
+    assert fp8.speedup == pytest.approx(1.2) and fp8.speedup_vs_fp32 == pytest.approx(2.4)
+    assert fp8.speedup_vs_bf16 == pytest.approx(1.2) and fp8.speedup_vs_bf16_interval is not None
+    assert "| fp8 vs bf16 |" in to_markdown(build_report(made, []), [])
+    (answer,) = build_report(made, []).answer
+    assert answer.mode == "fp8-rowwise" and answer.sentence.startswith("fp8-rowwise: 2.40x [")
+    assert "(1.20x [" in answer.sentence and "bf16's speed)" in answer.sentence

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from amp_suite.analysis.summary import Parity, SummaryRow, p_value_words
 from amp_suite.config import NOISY_SPREAD
-from amp_suite.config.precisions import MODE_BY_NAME, REFERENCE
+from amp_suite.config.precisions import BF16_BASELINE, FP8_MODES, MODE_BY_NAME, REFERENCE
 from amp_suite.hardware.capability import recommend
 from amp_suite.hardware.machine import Machine
 
@@ -153,11 +153,18 @@ def _skips(group: list[SummaryRow]) -> str:
 
 
 def _speed_words(row: SummaryRow, comparison: str = "faster") -> str:
-    """E.g. "1.90x [1.80, 2.00] faster", or "1.35x faster (one seed: no interval)"."""
+    """E.g. "1.90x [1.80, 2.00] faster", or "1.35x faster (one seed: no interval)"; an fp8 mode adds
+    its speed against bf16, the mode it would replace: "(1.21x [1.10, 1.32] bf16's)"."""
     if row.speedup_interval is None:
-        return f"{row.speedup:.2f}x {comparison} (one seed: no interval)"
-    low, high = row.speedup_interval
-    return f"{row.speedup:.2f}x [{low:.2f}, {high:.2f}] {comparison}"
+        words = f"{row.speedup:.2f}x {comparison} (one seed: no interval)"
+    else:
+        low, high = row.speedup_interval
+        words = f"{row.speedup:.2f}x [{low:.2f}, {high:.2f}] {comparison}"
+    if row.precision in FP8_MODES and row.speedup_vs_bf16 is not None:
+        against = row.speedup_vs_bf16_interval
+        shown = f" [{against[0]:.2f}, {against[1]:.2f}]" if against else ""
+        words += f" ({row.speedup_vs_bf16:.2f}x{shown} {BF16_BASELINE}'s speed)"
+    return words
 
 
 def _memory_words(row: SummaryRow) -> str:

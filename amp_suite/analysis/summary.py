@@ -46,7 +46,7 @@ from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio, ratio_interv
 from amp_suite.analysis.time_to_target import TimeToTarget, time_to_target
 from amp_suite.config import AUTO_BATCH, NOISY_SPREAD, ParityConfig, WorkloadConfig
 from amp_suite.config.matrix import LEGACY_PARITY_METHOD
-from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, TF32_BASELINE
+from amp_suite.config.precisions import BF16_BASELINE, REFERENCE, SPEED_BASELINES, TF32_BASELINE
 from amp_suite.records.results import CellRecord
 
 BASELINE = REFERENCE  # the accuracy reference and the default speed baseline
@@ -146,6 +146,8 @@ class SummaryRow:
     speedup_interval: tuple[float, float] | None
     speedup_vs_tf32: float | None  # throughput / tf32 throughput
     speedup_vs_tf32_interval: tuple[float, float] | None
+    speedup_vs_bf16: float | None  # throughput / bf16 throughput: the question fp8 answers
+    speedup_vs_bf16_interval: tuple[float, float] | None
     memory_ratio: float | None  # peak memory / fp32 peak memory
     max_batch: bool = False  # batch_sizes auto: each precision ran at the largest batch it fitted
     batch_vs_fp32: float | None = None  # max_batch: this precision's batch / fp32's (how much more AMP fits)
@@ -198,6 +200,8 @@ class SummaryRow:
     def speedup_against(self, baseline: str) -> tuple[float | None, tuple[float, float] | None]:
         if baseline == TF32_BASELINE:
             return self.speedup_vs_tf32, self.speedup_vs_tf32_interval
+        if baseline == BF16_BASELINE:
+            return self.speedup_vs_bf16, self.speedup_vs_bf16_interval
         return self.speedup, self.speedup_interval
 
 
@@ -292,7 +296,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
     memory = _per_seed(group, "peak_memory_mb")
     bases = {name: groups.get((machine, setup, name), []) for name in BASELINES}
     base_rates = {name: _per_seed(base, "throughput", per_sample) for name, base in bases.items()}
-    tf32_rates = base_rates[TF32_BASELINE]
+    tf32_rates, bf16_rates = base_rates[TF32_BASELINE], base_rates[BF16_BASELINE]
     fp32 = bases[BASELINE]
     ok = [r for r in group if r.status == "ok"]
     searched = group[0].config.get("batch_size") == AUTO_BATCH  # batch_sizes auto: each at its largest
@@ -322,6 +326,8 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         speedup_interval=None if precision == BASELINE else ratio_interval(rates, base_rates[BASELINE]),
         speedup_vs_tf32=paired_ratio(rates, tf32_rates),
         speedup_vs_tf32_interval=None if precision == TF32_BASELINE else ratio_interval(rates, tf32_rates),
+        speedup_vs_bf16=paired_ratio(rates, bf16_rates),
+        speedup_vs_bf16_interval=None if precision == BF16_BASELINE else ratio_interval(rates, bf16_rates),
         memory_ratio=ratio(mean_of(memory.values()), mean_of(_per_seed(fp32, "peak_memory_mb").values())),
         max_batch=searched,
         batch_vs_fp32=ratio(mean_of(_per_seed(group, "batch_size").values()), fp32_batch) if searched else None,

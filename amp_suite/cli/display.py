@@ -17,6 +17,7 @@ from amp_suite.analysis.answer import Answer
 from amp_suite.analysis.outcome import Outcome
 from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput, p_value_words
 from amp_suite.config import CellSpec
+from amp_suite.config.precisions import FP8_MODES
 from amp_suite.records.results import CellRecord
 from amp_suite.text import plain, printable
 
@@ -132,6 +133,7 @@ def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[
     ran), its precision and status, then the speedup and parity, then the rest."""
     with_tf32 = any(row.speedup_vs_tf32 is not None and row.precision != "tf32" for row in rows)
     with_target = any(row.time_to_target is not None for row in rows)
+    fp8 = any(row.precision in FP8_MODES and row.speedup_vs_bf16 is not None for row in rows)
     return [  # left to right as read; `keep` says which go first when the terminal is narrow
         Column("workload", [plain(_cell(row, rows)) for row in rows], 100, right=False),
         Column("batch", [plain(row.batch) for row in rows], 45),
@@ -141,6 +143,8 @@ def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[
         Column("vs fp32", [_speedup(row.speedup, row.speedup_interval) for row in rows], 98),
         *([Column("vs tf32", [_speedup(r.speedup_vs_tf32, r.speedup_vs_tf32_interval) for r in rows], 20)]
           if with_tf32 else []),
+        *([Column("fp8 vs bf16", [_speedup(r.speedup_vs_bf16, r.speedup_vs_bf16_interval)
+                                  if r.precision in FP8_MODES else "" for r in rows], 95)] if fp8 else []),
         Column("peak MB", [_number(row.peak_memory_mb, "{:,.0f}") for row in rows], 30),
         Column("mem vs fp32", [_number(row.memory_ratio, "{:.2f}x") for row in rows], 60),
         Column("validation", [_validation(row) for row in rows], 50),

@@ -29,7 +29,7 @@ MODES = (
     PrecisionMode("fp32", "fp32", speed_baseline=True, reference=True),  # TF32 off: true fp32
     PrecisionMode("tf32", "tf32", speed_baseline=True),
     PrecisionMode("fp16", "fp16", autocast=True, loss_scaling=True, published_as=("amp",)),
-    PrecisionMode("bf16", "bf16", autocast=True),
+    PrecisionMode("bf16", "bf16", autocast=True, speed_baseline=True),  # what fp8 must beat to pay
     # autocast fp16 without GradScaler: small gradients flush to zero, and parity should fail.
     PrecisionMode("fp16-noscale", "fp16", autocast=True, control=True),
     PrecisionMode("fp8-tensorwise", "fp8", autocast=True, fp8_recipe="tensorwise"),
@@ -42,6 +42,8 @@ REFERENCE = next(mode.name for mode in MODES if mode.reference)  # accuracy refe
 SPEED_BASELINES = tuple(mode.name for mode in MODES if mode.speed_baseline)
 # What published speedups divide by on a GPU with TF32: the baseline whose matmuls run at TF32.
 TF32_BASELINE = next(mode.name for mode in MODES if mode.speed_baseline and mode.math == "tf32")
+# What an fp8 mode's speed is also compared with: the mixed precision it would replace.
+BF16_BASELINE = next(mode.name for mode in MODES if mode.speed_baseline and mode.math == "bf16")
 # What the article's claims judge: autocast to fp16 or bf16 (fp8 is beyond the article).
 AMP_MODES = tuple(mode.name for mode in MODES if mode.autocast and not mode.control and not mode.fp8_recipe)
 FP8_MODES = tuple(mode.name for mode in MODES if mode.fp8_recipe)

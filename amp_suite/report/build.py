@@ -68,6 +68,8 @@ class Row(BaseModel):
     speedup_interval: tuple[float, float] | None  # 95%, with 2+ seeds on both sides
     speedup_vs_fp32: float | None
     speedup_vs_tf32: float | None
+    speedup_vs_bf16: float | None = None  # what an fp8 mode must beat
+    speedup_vs_bf16_interval: tuple[float, float] | None = None
     peak_memory_mb: float | None
     memory_ratio: float | None  # peak memory / fp32's
     noisy: bool  # a seed's throughput varied > 10% across windows, or the speedup's interval is that wide
@@ -115,7 +117,7 @@ class CellMeasures(BaseModel):
 class Report(BaseModel):
     generated_at: str
     suite_version: str
-    baseline: str  # what `speedup` divides by: fp32 or tf32
+    baseline: str  # what `speedup` divides by: fp32, tf32 or bf16
     sources: list[str]
     invocations: list[str]  # the `amp-suite run`s whose records it covers
     records: int

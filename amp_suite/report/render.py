@@ -15,7 +15,7 @@ from pathlib import Path
 
 from amp_suite.analysis.summary import p_value_words
 from amp_suite.config import NOISY_SPREAD
-from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, TF32_BASELINE
+from amp_suite.config.precisions import BF16_BASELINE, FP8_MODES, REFERENCE, SPEED_BASELINES, TF32_BASELINE
 from amp_suite.report.build import Report, Row
 from amp_suite.report.claims import CLAIMS
 from amp_suite.report.figures import Figure, precision_order
@@ -189,8 +189,8 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
     other = next(b for b in SPEED_BASELINES if b != report.baseline)  # the other baseline gets a column too
     headers = (
         "matrix", "workload", "batch", "variant", "precision", "status", "throughput", "TFLOP/s (MFU)",
-        f"speedup vs {report.baseline}", f"vs {other}", f"memory vs {REFERENCE}", "parity (delta / margin, test)",
-        f"to target (vs {REFERENCE})",
+        f"speedup vs {report.baseline}", f"vs {other}", f"fp8 vs {BF16_BASELINE}", f"memory vs {REFERENCE}",
+        "parity (delta / margin, test)", f"to target (vs {REFERENCE})",
     )  # fmt: skip
     mine = [r for r in report.rows if r.machine == machine]
     energy = any(r.energy_j_per_sample is not None for r in mine)  # GPUs with NVML's energy counter
@@ -202,6 +202,7 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
          _tflops(r),
          _speedup(r.speedup, r.speedup_interval),
          _x(r.speedup_vs_tf32 if other == TF32_BASELINE else r.speedup_vs_fp32),
+         _speedup(r.speedup_vs_bf16, r.speedup_vs_bf16_interval) if r.precision in FP8_MODES else "-",
          _x(r.memory_ratio), _parity(r), _to_target(r), *([_energy(r)] if energy else [])]
         for r in mine
     ]  # fmt: skip

@@ -212,6 +212,7 @@ class MlflowStore:
             if row is None or record.status == "skipped":  # a skipped cell's run is set aside: nothing to add
                 continue
             metrics = [("speedup", row.speedup, 0), ("speedup_vs_tf32", row.speedup_vs_tf32, 0),
+                       ("speedup_vs_bf16", row.speedup_vs_bf16, 0),
                        ("memory_ratio", row.memory_ratio, 0)]  # fmt: skip
             tags = {"speedup": "-" if row.speedup is None else f"{row.speedup:.2f}x", "noisy": row.noisy,
                     "throttled": row.throttled}  # fmt: skip
