@@ -413,3 +413,12 @@ def test_fp8_is_compared_with_bf16_as_well_as_fp32():
     (answer,) = build_report(made, []).answer
     assert answer.mode == "fp8-rowwise" and answer.sentence.startswith("fp8-rowwise: 2.40x [")
     assert "(1.20x [" in answer.sentence and "bf16's speed)" in answer.sentence
+
+
+def test_fp8_mfu_comes_with_a_note_that_two_peak_rates_mix():
+    h200 = A100.model_copy(update={"device_name": "NVIDIA H200", "compute_capability": "9.0"})
+    made = records(h200, MLP, {"fp32": three(1000.0), "bf16": three(2000.0), "fp8-rowwise": three(2400.0)})
+    made = [r.updated(mfu=0.3, peak_tflops=1979.0) if r.precision == "fp8-rowwise" else r for r in made]
+    assert any("two peak rates mix" in note for note in build_report(made, []).notes)
+    no_fp8 = [r for r in made if r.precision != "fp8-rowwise"]
+    assert not any("two peak rates mix" in note for note in build_report(no_fp8, []).notes)

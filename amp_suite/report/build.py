@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 import amp_suite
 from amp_suite.analysis.answer import Answer, answers
 from amp_suite.analysis.summary import BASELINE, BASELINES, SummaryRow, machine_key, setup_key, summarize
-from amp_suite.config.precisions import TF32_BASELINE
+from amp_suite.config.precisions import FP8_MODES, TF32_BASELINE
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
 from amp_suite.hardware.machine import Machine
 from amp_suite.records.results import CellRecord, utc_now
@@ -205,6 +205,12 @@ def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:
             f"{len(single)} of {sum(row.parity is not None for row in summary)} comparisons with fp32 rest on one"
             " seed: their parity is only indicative and their speedups have no interval. `repeats: 3` in the matrix"
             " gives verdicts."
+        )
+    if any(row.precision in FP8_MODES and row.mfu is not None for row in summary):
+        notes.append(
+            "fp8 rows' MFU divides by the GPU's float8 peak, though only their converted linear layers multiply"
+            " in float8; attention, normalisation and layers left out run at bf16's rate, so two peak rates mix"
+            " in one step and the figure understates how busy the GPU was."
         )
     if baseline != BASELINE and not any(r.precision == baseline and r.runs for r in summary):
         needs = " (tf32 needs compute capability 8.0+)" if baseline == TF32_BASELINE else ""
