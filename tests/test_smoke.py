@@ -135,6 +135,10 @@ def test_failure_modes_fp16_without_scaling_fails_parity_and_with_scaling_passes
     # Time to target (95% of fp32's final accuracy): every seed is evaluated every 15 steps; the
     # control's learning stalls, and it never gets there; the others do, with an interval over seeds.
     assert all(r["eval_every"] == 15 and len(r["eval_curve"]) == 10 and r["eval_s"] > 0 for r in records)
+    # The derived target is resolved when the run's summary is made: each run then gets its own time to it.
+    for r in records:
+        metrics = runs[r["cell_id"]].data.metrics
+        assert ("time_to_target_s" in metrics) == (r["precision"] != "fp16-noscale"), r["cell_id"]
     report = json.loads((out / "report" / "report.json").read_text())
     rows = {r["precision"]: r for r in report["rows"]}
     assert rows["fp16-noscale"]["target_reached"] == "0/3" and rows["fp16-noscale"]["target_speedup"] is None
