@@ -13,8 +13,9 @@
 #   batch-search  experiments/gpu-check-batch.yaml under a 2 GiB allocator cap:
 #                 fp32's and bf16's largest batch against real CUDA OOM errors
 #                 (~10 probes of 2-4 s, then two measured cells of ~6 s)          ~55 s  120 s
-#   matrix        experiments/gpu-check.yaml: the transformer eager in fp32, tf32,
-#                 fp16 and bf16 (a run's start ~10 s, then ~8 s a cell)           ~45 s  120 s
+#   matrix        experiments/gpu-check.yaml: the transformer and a small BERT eager
+#                 in fp32, tf32, fp16 and bf16 (a run's start ~10 s, then ~8 s a
+#                 cell)                                                           ~75 s  120 s
 #   overhead      scripts/bench_overhead.py --device cuda: the mlp cell through
 #                 `amp-suite run` against the bare AMP loop, fp32, tf32, bf16 and
 #                 fp16, 3 pairs one after the other (a pair: one run of 4 cells
@@ -23,7 +24,7 @@
 #                 overhead and max-autotune, small transformer reduce-overhead
 #                 (cold compiles ~30 + ~55 + ~35 s, ~20 s of timed steps)        ~145 s  240 s
 #   multi-gpu     2+ GPUs only: experiments/gpu-check-multi.yaml, --gpus all       ~90 s  180 s
-# About 7 minutes on one H200 (~420 s). The single-GPU stages share a deadline, 450 s after the
+# About 7.5 minutes on one H200 (~450 s). The single-GPU stages share a deadline, 450 s after the
 # start: a stage that would run past it gets only what is left, so the script ends within 7.5
 # minutes even when the estimates are wrong (the compiles, last, are the least certain).
 # Every timed region lasts over 1 s (NVML's energy counter needs it): see each matrix's comment.

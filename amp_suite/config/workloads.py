@@ -235,6 +235,40 @@ class TransformerConfig(_WorkloadBase):
         return self
 
 
+class MaskedLMConfig(_WorkloadBase):
+    """A BERT encoder trained by masked-language modelling (BERT-large's shape by default)."""
+
+    module: ClassVar[str] = "amp_suite.workloads.bert"
+    data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "hub", "text")
+    throughput_unit: ClassVar[str] = "sequences/s"  # as NVIDIA publishes BERT pretraining
+    matmul_heavy: ClassVar[bool] = True
+
+    workload: Literal["bert"]
+    data: DataConfig = DataConfig(source="synthetic")
+    n_layer: int = count(256, default=24)
+    hidden: int = count(1 << 16, default=1024)
+    n_head: int = count(1024, default=16)
+    seq_len: int = count(1 << 14, lower=2, default=128)
+    vocab_size: int = count(1 << 20, lower=3, default=30522, description="the last id is [MASK]")
+    mask_fraction: float = Field(0.15, gt=0, lt=1, description="share of tokens masked (static, seeded)")
+    lr: PositiveFloat = 1e-4
+
+    def sample_bytes(self) -> int:
+        return 2 * self.seq_len * 8  # int64 inputs and labels
+
+    def parametercount(self) -> int:
+        return 12 * self.n_layer * self.hidden**2 + (self.vocab_size + self.seq_len + 2) * self.hidden
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.hidden % self.n_head:
+            raise ValueError(f"hidden ({self.hidden}) must be divisible by n_head ({self.n_head})")
+        if self.data.source in ("hub", "text") and self.vocab_size < 258:
+            least = f"vocab_size must be at least 258 (got {self.vocab_size})"
+            raise ValueError(f"text is tokenized as bytes, and [MASK] takes the last id: {least}")
+        return self
+
+
 class MLPConfig(_WorkloadBase):
     module: ClassVar[str] = "amp_suite.workloads.mlp"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits")
@@ -257,7 +291,7 @@ class MLPConfig(_WorkloadBase):
         return self.in_features * self.hidden + (self.depth - 1) * self.hidden**2 + self.hidden * self.num_classes
 
 
-WORKLOAD_CONFIGS = (ResNetConfig, TransformerConfig, MLPConfig)  # the registry
+WORKLOAD_CONFIGS = (ResNetConfig, TransformerConfig, MaskedLMConfig, MLPConfig)  # the registry
 WorkloadConfig = Annotated[Union[WORKLOAD_CONFIGS], Field(discriminator="workload")]  # type: ignore[valid-type]
 WORKLOADS = tuple(config.model_fields["workload"].annotation.__args__[0] for config in WORKLOAD_CONFIGS)
 WORKLOAD_CONFIG_BY_NAME = dict(zip(WORKLOADS, WORKLOAD_CONFIGS, strict=True))  # the traits of a record's workload
