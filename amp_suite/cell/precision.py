@@ -24,7 +24,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from amp_suite.config.precisions import PRECISIONS
+from amp_suite.config.precisions import MODE_BY_NAME, PRECISIONS
 from amp_suite.hardware.capability import DeviceCaps
 
 # Every backend switch that can make "float32" mean TF32 (or bf16 on CPUs with AMX), in torch's
@@ -246,13 +246,17 @@ class FP8(BF16):
     torch._scaled_mm with the recipe's scales; the rest of forward + loss stays under bf16 autocast,
     as torchao trains. Weights, gradients and optimizer state stay float32."""
 
-    recipe = ""
     min_capability = (8, 9)  # float8 tensor cores: Ada and Hopper on
 
     def __init__(self, device_type: str) -> None:
         super().__init__(device_type)
         self.converted: list[str] = []  # the linear layers now Float8Linear
         self.left_out: list[str] = []  # linear layers whose sizes float8's matmul can't take
+
+    @property
+    def recipe(self) -> str:
+        """torchao's scaling recipe: the mode's trait (config.precisions), "tensorwise" or "rowwise"."""
+        return MODE_BY_NAME[self.name].fp8_recipe or ""
 
     def unsupported_reason(self, caps: DeviceCaps) -> str | None:
         floor = _dotted(self.min_capability)
@@ -306,12 +310,10 @@ class FP8(BF16):
 
 class FP8TensorWise(FP8):
     name = "fp8-tensorwise"
-    recipe = "tensorwise"
 
 
 class FP8RowWise(FP8):
     name = "fp8-rowwise"
-    recipe = "rowwise"
     min_capability = (9, 0)  # its float8 matmul with row-wise scales: Hopper on
 
 
