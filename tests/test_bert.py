@@ -44,5 +44,6 @@ def test_a_bert_matrix_runs_through_the_cli_in_sequences_per_second(tmp_path):
     (tmp_path / "bert.yaml").write_text(yaml.safe_dump(tiny_matrix(workloads=[TINY_BERT], precisions=["fp32", "bf16"])))
     done = amp_suite("run", "--matrix", "bert.yaml", "--out", "out", "--device", "cpu", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert {r["status"] for r in read_records(tmp_path / "out")} <= {"ok", "skipped"}
-    assert "sequences/s" in done.stdout and "val_mlm_accuracy" in done.stdout
+    records = read_records(tmp_path / "out")
+    assert {r["status"] for r in records} == {"ok"} and {r["val_metric_name"] for r in records} == {"val_mlm_accuracy"}
+    assert "sequences/s" in done.stdout  # the unit NVIDIA publishes BERT pretraining in

@@ -74,7 +74,7 @@ def _mutated(mutate):
 INVALID = {
     "unknown workload": (
         lambda d: d["workloads"][0].update(workload="vit"),
-        r"workloads\.0\.workload: .*'vit'.*'resnet', 'transformer', 'mlp'",
+        r"workloads\.0\.workload: .*'vit'.*'resnet', 'transformer', 'bert', 'mlp'",
     ),
     "unknown precision": (
         lambda d: d.update(precisions=["fp32", "fp8"]),  # fp8 is two modes: its recipes
