@@ -154,7 +154,7 @@ def _skips(group: list[SummaryRow]) -> str:
 
 def _speed_words(row: SummaryRow, comparison: str = "faster") -> str:
     """E.g. "1.90x [1.80, 2.00] faster", or "1.35x faster (one seed: no interval)"; an fp8 mode adds
-    its speed against bf16, the mode it would replace: "(1.21x [1.10, 1.32] bf16's)"."""
+    its speed against bf16, the mode it would replace: "(1.21x [1.10, 1.32] bf16's speed)"."""
     if row.speedup_interval is None:
         words = f"{row.speedup:.2f}x {comparison} (one seed: no interval)"
     else:
@@ -197,7 +197,7 @@ def _risk_words(row: SummaryRow) -> str:
 
 
 def _test_words(p: Parity) -> str:
-    """E.g. "t-test p = 0.15, 3 seeds"."""
+    """E.g. "t-test p=0.15, 3 seeds"."""
     test = f"t-test {p_value_words(p.p_value)}, " if p.p_value is not None else ""
     return f"{test}{_seeds(p.seeds)}"
 

@@ -73,11 +73,11 @@ def time_to_target(group: Sequence[CellRecord], fp32: Sequence[CellRecord]) -> T
     if resolved is None:
         return None
     target, described = resolved
-    mine, theirs = _seconds_by_seed(evaluated, target, higher), _seconds_by_seed(fp32, target, higher)
+    mine, theirs = _seconds_by_seed(evaluated, target), _seconds_by_seed(fp32, target)
     reached = {seed: s for seed, s in mine.items() if s is not None}
     fp32_times = {seed: s for seed, s in theirs.items() if s is not None and seed in reached}
     paired = {seed: reached[seed] for seed in fp32_times}  # this mode's times, on the seeds both reached
-    steps = [p.step for r in evaluated if (p := _crossing(r, target, higher)) and r.seed in reached]
+    steps = [p.step for r in evaluated if (p := crossing(r, target)) and r.seed in reached]
     return TimeToTarget(
         target=target,
         described=described,
@@ -109,16 +109,20 @@ def _resolve(config: TargetConfig, fp32: Sequence[CellRecord], higher: bool) -> 
     return target, f"{config.describe(name)} ({target:.4g})"
 
 
-def _crossing(record: CellRecord, target: float, higher: bool) -> EvalPoint | None:
-    return first_reaching(record.eval_curve, target, higher) if record.status == "ok" else None
+def crossing(record: CellRecord, target: float) -> EvalPoint | None:
+    """The run's first evaluation at or past the target; None where it ended short or did not finish."""
+    if record.status != "ok":
+        return None
+    higher = record.val_higher_is_better if record.val_higher_is_better is not None else True
+    return first_reaching(record.eval_curve, target, higher)
 
 
-def _seconds_by_seed(records: Sequence[CellRecord], target: float, higher: bool) -> dict[int, float | None]:
+def _seconds_by_seed(records: Sequence[CellRecord], target: float) -> dict[int, float | None]:
     """Each evaluated seed's mean time to target over its runs (hosts), None unless every run reached it."""
     runs: dict[int, list[EvalPoint | None]] = {}
     for record in records:
         if record.eval_curve and record.status in ("ok", "diverged"):
-            runs.setdefault(record.seed, []).append(_crossing(record, target, higher))
+            runs.setdefault(record.seed, []).append(crossing(record, target))
     return {
         seed: None if None in points else statistics.fmean(p.train_s for p in points)  # type: ignore[union-attr]
         for seed, points in runs.items()

@@ -29,10 +29,11 @@ from typing import Any
 
 from amp_suite.analysis.answer import answers
 from amp_suite.analysis.summary import SummaryRow, group_key, natural_throughput
+from amp_suite.analysis.time_to_target import crossing
 from amp_suite.config.precisions import MODE_BY_NAME
 from amp_suite.records.invocations import InvocationStarted
 from amp_suite.records.jsonl import json_safe
-from amp_suite.records.results import CellRecord, EvalPoint, first_reaching
+from amp_suite.records.results import CellRecord
 from amp_suite.records.schema import fields_of
 from amp_suite.tracking import empty_store
 from amp_suite.tracking.uri import artifact_root as default_artifact_root
@@ -230,7 +231,7 @@ class MlflowStore:
                 tags["target"] = reach.described
                 # The run's own time to the resolved target: a target derived from fp32's runs is
                 # known only now, so the cell could not log it when it ended.
-                if record.target is None and (point := _crossing(record, reach.target)) is not None:
+                if record.target is None and (point := crossing(record, reach.target)) is not None:
                     metrics += [("time_to_target_s", point.train_s, 0), ("steps_to_target", point.step, 0)]
             metrics = [m for m in metrics if m[1] is not None and math.isfinite(m[1])]
             self._batch(run_id, tags=tags, metrics=metrics, timestamp=_millis(stamp))
@@ -326,11 +327,6 @@ def _best_speedups(summary: Sequence[SummaryRow]) -> dict[str, float]:
         if row.speedup is not None and mode is not None and not mode.control and not mode.reference:
             best[row.workload] = max(best.get(row.workload, 0.0), row.speedup)
     return best
-
-
-def _crossing(record: CellRecord, target: float) -> EvalPoint | None:
-    higher = record.val_higher_is_better if record.val_higher_is_better is not None else True
-    return first_reaching(record.eval_curve, target, higher) if record.status == "ok" else None
 
 
 def child_run_name(cell_id: str) -> str:
