@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One prepared command for a borrowed GPU machine, sized for a short window: about 7 minutes on
-# one H200, never more than 7.5, each stage under a time budget of its own.
+# One prepared command for a borrowed GPU machine, sized for a short window: about 9 minutes on
+# one H200, never more than 9 1/3, each stage under a time budget of its own.
 #
 #   scripts/gpu-check.sh OUT_DIR
 #
@@ -16,6 +16,9 @@
 #   matrix        experiments/gpu-check.yaml: the transformer and a small BERT eager
 #                 in fp32, tf32, fp16 and bf16 (a run's start ~10 s, then ~8 s a
 #                 cell)                                                           ~75 s  120 s
+#   fp8           experiments/gpu-check-fp8.yaml: fp8 (tensor-wise) against bf16 on
+#                 a linear stack at hidden 4,096, compiled (two cold compiles
+#                 ~30-45 s each), and the t5 workload eager in bf16               ~100 s  150 s
 #   overhead      scripts/bench_overhead.py --device cuda: the mlp cell through
 #                 `amp-suite run` against the bare AMP loop, fp32, tf32, bf16 and
 #                 fp16, 3 pairs one after the other (a pair: one run of 4 cells
@@ -24,8 +27,8 @@
 #                 overhead and max-autotune, small transformer reduce-overhead
 #                 (cold compiles ~30 + ~55 + ~35 s, ~20 s of timed steps)        ~145 s  240 s
 #   multi-gpu     2+ GPUs only: experiments/gpu-check-multi.yaml, --gpus all       ~90 s  180 s
-# About 7.5 minutes on one H200 (~450 s). The single-GPU stages share a deadline, 450 s after the
-# start: a stage that would run past it gets only what is left, so the script ends within 7.5
+# About 9 minutes on one H200 (~550 s). The single-GPU stages share a deadline, 560 s after the
+# start: a stage that would run past it gets only what is left, so the script ends within 9 1/3
 # minutes even when the estimates are wrong (the compiles, last, are the least certain).
 # Every timed region lasts over 1 s (NVML's energy counter needs it): see each matrix's comment.
 #
@@ -42,7 +45,7 @@
 #
 # Environment: PYTHON (default: .venv/bin/python, else python3) must hold the suite and its
 # dependencies. GPU_CHECK_TIMEOUT_<STAGE> (seconds; e.g. GPU_CHECK_TIMEOUT_COMPILE, with - as _)
-# changes a stage's budget, GPU_CHECK_TIMEOUT_TOTAL the deadline of the single-GPU stages (450 s).
+# changes a stage's budget, GPU_CHECK_TIMEOUT_TOTAL the deadline of the single-GPU stages (560 s).
 set -uo pipefail  # no -e: a failed stage is recorded, and the next one still runs
 
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR}
@@ -61,7 +64,7 @@ BUNDLE_MAX_BYTES=$((15 * 1024 * 1024))  # a file that comes back from a borrowed
 MEMORY_CAP_MB=2048  # the batch-search stage's allocator cap (experiments/gpu-check-batch.yaml)
 
 started=$(date +%s)
-deadline=$((started + ${GPU_CHECK_TIMEOUT_TOTAL:-450}))
+deadline=$((started + ${GPU_CHECK_TIMEOUT_TOTAL:-560}))
 
 say() { echo "$1" | tee -a "$summary"; }
 
@@ -186,6 +189,7 @@ gpus=${gpus:-1}
 stage gpu-tests 120 - "$python" -m pytest -m gpu -k "not largest_batch" -q -s -p no:cacheprovider tests || failed=1
 stage batch-search 120 gpu-check-batch capped amp_suite experiments/gpu-check-batch.yaml || failed=1
 stage matrix 120 gpu-check amp_suite experiments/gpu-check.yaml || failed=1
+stage fp8 150 gpu-check-fp8 amp_suite experiments/gpu-check-fp8.yaml || failed=1
 # The harness's own cost on the launch-bound MLP, every mode (exit 1: over the 2% budget). A script,
 # not a module: PYTHONPATH gives it, and the sides it starts, this checkout's amp_suite.
 stage overhead 150 - env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$python" scripts/bench_overhead.py \

@@ -11,7 +11,8 @@ of truth), WORK/NAME.txt (each stage's output), WORK/nvidia-smi.txt and WORK/sta
 cut short still leaves what it did): the stage's exit code (124: its time budget ran out), wall
 time against the budget, and its key figures: one line per cell its matrix recorded, or the last
 line of its output. `checks` prints the machine and one PASS/FAIL line per GPU-only fact that
-issue 19's fixes promise, read from the records, then the verdict; it exits 1 when a check fails.
+issue 19's fixes (and issue 25's fp8) promise, read from the records, then the verdict; it exits 1
+when a check fails.
 No torch here, and no amp_suite: the records are read as plain JSON.
 """
 
@@ -146,7 +147,8 @@ EXPECTED_COMPILED: tuple[tuple[str, Callable[[dict], bool]], ...] = (
 
 def check_compiled(found: list[dict]) -> Check:
     what = "compiled cells ended ok"
-    compiled = [r for r in found if r.get("compile", "off") != "off"]
+    # The compile stage's cells (the fp8 stage compiles too, and check_fp8 judges its cells).
+    compiled = [r for r in found if r.get("compile", "off") != "off" and r.get("matrix") == "gpu-check-compile"]
     absent = [name for name, matches in EXPECTED_COMPILED if not any(matches(r) for r in compiled)]
     bad = [f"{r['cell_id']} {r['status']}: {str(r.get('reason'))[:70]}" for r in compiled if r["status"] != "ok"]
     problems = ([f"not run: {', '.join(absent)}"] if absent else []) + bad
@@ -223,6 +225,38 @@ def check_time_to_target(found: list[dict]) -> Check:
     return "PASS", what, f"{len(evaluated)} cells, evaluations took {spent}"[:300]
 
 
+def check_fp8(found: list[dict]) -> Check:
+    """Issue 25: the compiled fp8 cell (experiments/gpu-check-fp8.yaml) ran float8 matmuls, and its
+    speed against bf16 of the same setup. Skipped below compute capability 8.9: n/a, with why."""
+    what = "fp8 ran float8 matmuls (speed vs bf16)"
+    fp8 = [r for r in found if str(r["precision"]).startswith("fp8") and r.get("compile", "off") != "off"]
+    if not fp8:
+        return "FAIL", what, "no compiled fp8 cell recorded (experiments/gpu-check-fp8.yaml runs one)"
+    cell = fp8[0]
+    if cell["status"] == "skipped":
+        return "n/a", what, f"{cell['cell_id']} skipped: {str(cell.get('reason'))[:200]}"
+    if cell["status"] != "ok":
+        return "FAIL", what, f"{cell['cell_id']} {cell['status']}: {str(cell.get('reason'))[:200]}"
+    audit = cell.get("dtype_audit") or {}
+    scaled = sum(op.get("calls", 0) for op in audit.get("ops", []) if op.get("op") == "_scaled_mm")
+    ran = f"matmul dtype {cell.get('matmul_dtype')}, {scaled} scaled matmuls, {cell.get('fp8_layers')} fp8 layers"
+    bf16 = [r for r in found if r["status"] == "ok" and r["precision"] == "bf16" and _same_setup(r, cell)]
+    speed = "no bf16 cell of the same setup"
+    if bf16 and _number(cell.get("throughput")) and _number(bf16[0].get("throughput")):
+        ratio = cell["throughput"] / bf16[0]["throughput"]
+        speed = f"{ratio:.2f}x bf16 ({cell['throughput']:,.0f}/s vs {bf16[0]['throughput']:,.0f}/s)"
+    if not (str(cell.get("matmul_dtype")).startswith("float8") and scaled > 0):
+        return "FAIL", what, f"{cell['cell_id']}: {ran}"
+    return "PASS", what, f"{cell['cell_id']}: {ran}; {speed}"
+
+
+def _same_setup(record: dict, other: dict) -> bool:
+    """The same workload, batch size, compile mode and seed: the cells a speed ratio compares (a
+    record's config names its precision too)."""
+    workload = (record.get("config") or {}).get("workload") == (other.get("config") or {}).get("workload")
+    return workload and all(record.get(key) == other.get(key) for key in ("batch_size", "compile", "seed"))
+
+
 def listed_uuids(work: Path) -> set[str]:
     path = work / "nvidia-smi.txt"
     return set(LISTED_UUID.findall(path.read_text(errors="replace"))) if path.exists() else set()
@@ -268,6 +302,7 @@ def checks_block(work: Path, gpus: int | None) -> tuple[str, bool]:
         check_ddp_mfu(found, gpus),
         check_energy(found),
         check_time_to_target(found),
+        check_fp8(found),
         check_uuid(found, listed_uuids(work)),
     ]
     failed_stages = [f"{name} exit {code}" for name, code in stage_exits(work) if code != 0]

@@ -8,14 +8,15 @@ import yaml
 from conftest import EXPERIMENTS, tiny_matrix
 from pydantic import ValidationError
 
-from amp_suite.config import PRECISIONS, ConfigError, Matrix, ParityConfig, load_matrix
+from amp_suite.config import PRECISIONS, WORKLOADS, ConfigError, Matrix, ParityConfig, load_matrix
 
 
-@pytest.mark.parametrize("name", ["smoke.yaml", "default.yaml"])
-def test_shipped_matrices_load(name):
-    matrix = load_matrix(EXPERIMENTS / name)
-    assert {w.workload for w in matrix.workloads} == {"resnet", "transformer", "mlp"}
-    assert tuple(matrix.precisions) == PRECISIONS[:4]  # fp16-noscale is for failure-modes.yaml only
+def test_shipped_matrices_load():
+    default, smoke = load_matrix(EXPERIMENTS / "default.yaml"), load_matrix(EXPERIMENTS / "smoke.yaml")
+    assert {w.workload for w in default.workloads} == {"resnet", "transformer", "mlp"}
+    assert tuple(default.precisions) == PRECISIONS[:4]  # fp16-noscale is for failure-modes.yaml only
+    assert {w.workload for w in smoke.workloads} == set(WORKLOADS)  # every workload, at toy size
+    assert set(smoke.precisions) == set(PRECISIONS) - {"fp16-noscale"}  # fp8 too: skipped with its reason on a CPU
 
 
 def test_failure_modes_matrix_pits_scaled_against_unscaled_fp16():
@@ -74,7 +75,7 @@ def _mutated(mutate):
 INVALID = {
     "unknown workload": (
         lambda d: d["workloads"][0].update(workload="vit"),
-        r"workloads\.0\.workload: .*'vit'.*'resnet', 'transformer', 'bert', 'mlp'",
+        r"workloads\.0\.workload: .*'vit'.*'resnet', 'transformer', 'bert', 't5', 'mlp'",
     ),
     "unknown precision": (
         lambda d: d.update(precisions=["fp32", "fp8"]),  # fp8 is two modes: its recipes

@@ -63,7 +63,15 @@ def test_every_peak_names_its_source_and_longer_names_are_matched_first():
         # fp8: the product page's FP8 Tensor Core row (3,958 / 3,341 with sparsity), halved
         ("NVIDIA H200", "fp8-rowwise", 1979),
         ("NVIDIA H200 NVL", "fp8-tensorwise", 1670.5),
-        ("NVIDIA H100 80GB HBM3", "fp8-rowwise", None),  # its fp8 row not yet re-read from the datasheet
+        # ... and the datasheets' for H100, L4 (sparse figures halved) and L40S (printed dense)
+        ("NVIDIA H100 80GB HBM3", "fp8-rowwise", 1979),
+        ("NVIDIA H100 PCIe", "fp8-tensorwise", 1513),
+        ("NVIDIA H100 NVL", "fp8-rowwise", 1670.5),
+        ("NVIDIA L4", "fp8-tensorwise", 242.5),
+        ("NVIDIA L40S", "fp8-tensorwise", 733),
+        ("NVIDIA L40S", "bf16", 362.05),
+        ("NVIDIA L40", "bf16", None),  # the L40's own figures were not checked: not the L40S's, nor the L4's
+        ("NVIDIA B200", "fp8-tensorwise", None),  # NVIDIA's documents disagree on its dense figure
         # V100: SXM2, PCIe and V100S each get their own column; no TF32/BF16 tensor cores
         ("Tesla V100-SXM2-32GB", "fp16", 125),
         ("Tesla V100-PCIE-16GB", "fp32", 14),

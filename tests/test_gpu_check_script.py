@@ -21,7 +21,7 @@ UUID = "GPU-5c3d2a1b-0e9f-4a8b-9c7d-6e5f4a3b2c1d"
 MACHINE = {"device_name": "NVIDIA H200", "compute_capability": "9.0", "driver": "580.1", "torch": "2.14.1",
            "cuda": "13.0"}  # fmt: skip
 OUT_FILES = {"gpu-check.txt", "results.jsonl", "bundle.tar.gz"}
-STAGES = ["probe", "gpu-tests", "batch-search", "matrix", "overhead", "compile"]
+STAGES = ["probe", "gpu-tests", "batch-search", "matrix", "fp8", "overhead", "compile"]
 OVERHEAD = "overhead within 2% (median suite/bare speed, CPU/wall): fp32 0.995/0.991, tf32 0.990/0.993, bf16 0.987/0.990, fp16 0.985/0.989"  # noqa: E501
 
 
@@ -33,7 +33,8 @@ def record(matrix: str, workload: str, precision: str, compile: str = "off", bat
         "status": "ok", "device": "cuda", "batch_size": batch, "steps": 400, "throughput": 3200.0,
         "tflops": 120.0, "peak_tflops": 494.7, "mfu": 0.24, "energy_j": 900.0, "energy_j_per_sample": 0.14,
         "host_syncs_per_step": 0, "warmup_s": 31.0, "machine": MACHINE,
-        "config": {"workload": {"workload": workload}}, "environment": {"gpu_uuid": UUID},
+        "seed": 0, "config": {"workload": {"workload": workload}, "precision": precision},
+        "environment": {"gpu_uuid": UUID},
     } | fields  # fmt: skip
 
 
@@ -41,6 +42,13 @@ def evaluated(timed_s: float = 2.0) -> dict:
     """Time to target's fields: 400 steps evaluated every 100, the runs' spans adding up to `timed_s`."""
     curve = [{"step": 10 + 100 * n, "train_s": timed_s * n / 4, "metric": 60.0 - n} for n in range(1, 5)]
     return {"eval_every": 100, "eval_curve": curve, "eval_s": 0.4}
+
+
+def fp8_ran(scaled: int = 15) -> dict:
+    """What an fp8 cell's record shows of its float8 matmuls: 5 layers, 3 scaled matmuls each a step."""
+    audit = {"ops": [{"phase": "forward", "op": "_scaled_mm", "calls": 5}, {"phase": "backward", "op": "_scaled_mm",
+             "calls": scaled - 5}]} if scaled else {"ops": []}  # fmt: skip
+    return {"matmul_dtype": "float8_e4m3fn", "fp8_layers": 5, "dtype_audit": audit}
 
 
 def search(found: int, limited_by: str = "memory") -> dict:
@@ -55,6 +63,12 @@ def green() -> dict[str, list[dict]]:
             record("gpu-check-batch", "transformer", "bf16", batch=14, **search(14)),
         ],
         "gpu-check": [record("gpu-check", "transformer", p, **evaluated()) for p in ("fp32", "tf32", "fp16", "bf16")],
+        "gpu-check-fp8": [
+            record("gpu-check-fp8", "mlp", "bf16", "default", batch=8192, throughput=80000.0),
+            record("gpu-check-fp8", "mlp", "fp8-tensorwise", "default", batch=8192, throughput=100000.0, **fp8_ran()),
+            record("gpu-check-fp8", "t5", "bf16"),
+            record("gpu-check-fp8", "t5", "fp8-tensorwise", status="skipped", reason="fp8 training runs compiled"),
+        ],
         "gpu-check-compile": [
             record("gpu-check-compile", "mlp", "tf32"),
             record("gpu-check-compile", "mlp", "tf32", "reduce-overhead"),
@@ -173,21 +187,23 @@ def test_all_green_appends_each_stage_checks_every_fact_and_leaves_three_files(t
     assert "multi-GPU and DDP: not run, this machine has 1 GPU" in text
     for line in ("PASS batch search: bf16 fits a larger batch than fp32: bf16 14 (memory), fp32 8 (memory), 1.75x",
                  "PASS compiled cells ended ok: 3 of 3", "PASS MFU present and <= 1", "n/a  MFU <= 1 for DDP cells",
-                 "PASS energy (NVML) recorded for every ok cell: 10 cells", "PASS environment.gpu_uuid"):  # fmt: skip
+                 "PASS energy (NVML) recorded for every ok cell: 13 cells", "PASS environment.gpu_uuid",
+                 "PASS fp8 ran float8 matmuls (speed vs bf16): mlp/bs8192/seed0/fp8-tensorwise/compile-default:"
+                 " matmul dtype float8_e4m3fn, 15 scaled matmuls, 5 fp8 layers; 1.25x bf16 (100,000/s vs 80,000/s)"):
         assert line in text, (line, text)
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert len(records) == 10  # every matrix's records, in one file
+    assert len(records) == 14  # every matrix's records, in one file
     with tarfile.open(out / "bundle.tar.gz") as bundle:
         names = set(bundle.getnames())
     assert {"./nvidia-smi.txt", "./gpu-tests.txt", "./stages.tsv", "./run/mlflow.db", "./run/results.jsonl"} <= names
-    assert sum(name.startswith("./run/logs/") for name in names) == 18
+    assert sum(name.startswith("./run/logs/") for name in names) == 24
     calls = (here / "calls.txt").read_text()
     assert "-m pytest -m gpu -k not largest_batch" in calls  # its batch search is the batch-search stage's
     assert "experiments/gpu-check.yaml" in calls and "--device cuda" in calls and "gpu-check-multi" not in calls
     assert "scripts/bench_overhead.py --device cuda --pairs 3" in calls
     assert (here / "overhead.pythonpath").read_text().strip().split(":")[0] == str(REPO)  # this checkout's amp_suite
     runs = (here / "matrices.txt").read_text().splitlines()
-    assert [run.split()[0] for run in runs] == ["gpu-check-batch", "gpu-check", "gpu-check-compile"]
+    assert [run.split()[0] for run in runs] == ["gpu-check-batch", "gpu-check", "gpu-check-fp8", "gpu-check-compile"]
     assert "hooks cap=2048" in runs[0] and all(run.endswith("PYTHONPATH= cap=") for run in runs[1:])
 
 
@@ -245,7 +261,7 @@ def test_a_run_killed_from_outside_leaves_the_summary_of_the_stages_that_ended(t
         (here / "release").touch()  # the stand-in's hang ends; timeout(1), in a group of its own, with it
     text = screen(out)
     assert all(f"[{name}] exit 0" in text for name in STAGES[:-1]) and "[compile]" not in text, text
-    assert len((out / "results.jsonl").read_text().splitlines()) == 6  # batch-search's 2 and matrix's 4
+    assert len((out / "results.jsonl").read_text().splitlines()) == 10  # batch-search's 2, matrix's 4, fp8's 4
     assert_few_files(out)
 
 
@@ -260,7 +276,7 @@ def test_a_run_stopped_by_sigterm_stops_its_stage_and_says_so(tmp_path):
     assert all(f"[{name}] exit 0" in text for name in STAGES[:-1]), text
     assert text.splitlines()[-1].startswith("gpu-check: stopped by SIGTERM during the compile stage")
     assert "PASS batch search" in text and "PASS compiled cells ended ok" in text  # the checks of what it has
-    assert len((out / "results.jsonl").read_text().splitlines()) == 10  # the compile stage's too
+    assert len((out / "results.jsonl").read_text().splitlines()) == 14  # the compile stage's too
     assert_few_files(out)
 
 
@@ -326,6 +342,7 @@ def _change(records: list[dict], cell_id: str, **fields) -> list[dict]:
 
 
 BF16_SEARCH, FP32_SEARCH = "transformer/bs14/seed0/bf16", "transformer/bs8/seed0/fp32"
+FP8_CELL = "mlp/bs8192/seed0/fp8-tensorwise/compile-default"
 COMPILED_LM = "transformer/bs16/seed0/tf32/compile-reduce-overhead"
 AUTOTUNED = "mlp/bs16/seed0/tf32/compile-max-autotune"
 CUDA_GRAPHS_BUG = "RuntimeError: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run"
@@ -342,7 +359,7 @@ BROKEN = {
     "energy null": (
         lambda rs: _change(rs, "mlp/bs16/seed0/tf32", energy_j=None, throughput=16000.0,
                            gpu_state_note="timed steps took 0.40 s: too short for NVML's energy counter (>= 1 s)"),
-        "FAIL energy (NVML) recorded for every ok cell: null in 1 of 12 cells, e.g. mlp/bs16/seed0/tf32 (timed 0.40 s"),
+        "FAIL energy (NVML) recorded for every ok cell: null in 1 of 15 cells, e.g. mlp/bs16/seed0/tf32 (timed 0.40 s"),
     "a MIG UUID with a GPU- prefix": (
         lambda rs: _change(rs, FP32_SEARCH, environment={"gpu_uuid": "GPU-MIG-5c3d2a1b-0e9f-4a8b-9c7d-6e5f4a3b2c1d"}),
         "FAIL environment.gpu_uuid"),
@@ -351,6 +368,13 @@ BROKEN = {
         lambda rs: _change(rs, "transformer/bs16/seed0/bf16", **evaluated(timed_s=2.4)),
         "FAIL time to target: evaluations outside the timed steps: transformer/bs16/seed0/bf16: timed 2.000 s"),
     "no evaluation": (lambda rs: [r | {"eval_every": None} for r in rs], "FAIL time to target"),
+    "fp8 fell back to bf16 matmuls": (
+        lambda rs: _change(rs, FP8_CELL, matmul_dtype="bfloat16", fp8_layers=0, dtype_audit={"ops": []}),
+        f"FAIL fp8 ran float8 matmuls (speed vs bf16): {FP8_CELL}: matmul dtype bfloat16, 0 scaled matmuls"),
+    "fp8 cell failed": (
+        lambda rs: _change(rs, FP8_CELL, status="failed", reason="RuntimeError: torch._scaled_mm is only supported"),
+        f"FAIL fp8 ran float8 matmuls (speed vs bf16): {FP8_CELL} failed: RuntimeError"),
+    "no fp8 cell": (lambda rs: [r for r in rs if r["cell_id"] != FP8_CELL], "FAIL fp8 ran float8 matmuls"),
 }  # fmt: skip
 
 
@@ -358,7 +382,7 @@ def test_every_check_passes_on_good_records(tmp_path):
     done = checks(tmp_path, every_record(), gpus=2)
     assert done.returncode == 0, done.stdout
     verdicts = [line.split()[0] for line in done.stdout.splitlines()[1:-1]]
-    assert verdicts == ["PASS"] * 7, done.stdout
+    assert verdicts == ["PASS"] * 8, done.stdout
     assert done.stdout.splitlines()[0] == "machine: NVIDIA H200 (cc 9.0, driver 580.1, torch 2.14.1, CUDA 13.0)"
 
 
@@ -377,6 +401,14 @@ def test_a_gpu_without_bf16_has_no_batch_search_to_judge(tmp_path):
     assert done.returncode == 0, done.stdout
 
 
+def test_a_gpu_without_fp8_says_why_and_passes(tmp_path):
+    """An A100 (compute capability 8.0) skips the fp8 cell with its reason: not a failure, not a pass."""
+    reason = "fp8 training (tensorwise) needs an NVIDIA GPU of compute capability >= 8.9; this one has 8.0"
+    done = checks(tmp_path, _change(every_record(), FP8_CELL, status="skipped", reason=reason))
+    assert f"n/a  fp8 ran float8 matmuls (speed vs bf16): {FP8_CELL} skipped: {reason}" in done.stdout
+    assert done.returncode == 0, done.stdout
+
+
 def test_a_uuid_nvidia_smi_does_not_list_fails(tmp_path):
     done = checks(tmp_path, every_record(), listed="GPU-00000000-0000-0000-0000-000000000000")
     assert done.returncode == 1 and f"FAIL environment.gpu_uuid is the GPU's UUID: {UUID} not in" in done.stdout
@@ -391,7 +423,7 @@ def test_ddp_mfu_over_one_fails_on_two_gpus_and_is_not_judged_on_one(tmp_path):
 def test_an_unknown_peak_is_not_judged_and_a_failed_stage_fails_the_verdict(tmp_path):
     unknown = [r | {"peak_tflops": None, "mfu": None} for r in every_record()]
     done = checks(tmp_path, unknown, stages="probe\t0\t1\t60\ncompile\t124\t240\t240\n")
-    assert "n/a  MFU present and <= 1 (cells with a known peak): none of 11 ok cells" in done.stdout
+    assert "n/a  MFU present and <= 1 (cells with a known peak): none of 14 ok cells" in done.stdout
     assert done.returncode == 1 and done.stdout.splitlines()[-1] == "gpu-check: FAIL: compile exit 124"
 
 
@@ -407,7 +439,7 @@ def test_the_gpu_check_matrices_hold_what_the_checks_judge():
     from amp_suite.config import PRECISIONS, WORKLOADS, load_matrix
 
     matrices = {name: load_matrix(REPO / "experiments" / f"{name}.yaml") for name in
-                ("gpu-check", "gpu-check-batch", "gpu-check-compile", "gpu-check-multi")}  # fmt: skip
+                ("gpu-check", "gpu-check-batch", "gpu-check-fp8", "gpu-check-compile", "gpu-check-multi")}  # fmt: skip
     eager = matrices["gpu-check"]
     assert tuple(eager.precisions) == PRECISIONS[:4]
     assert {w.workload for w in eager.workloads} == {"transformer", "bert"}
@@ -421,6 +453,9 @@ def test_the_gpu_check_matrices_hold_what_the_checks_judge():
     ]
     assert matrices["gpu-check-compile"].precisions == ["tf32"]
     assert all(any(matches(c) for c in compiled) for _, matches in summary.EXPECTED_COMPILED)
+    fp8 = [c for c in matrices["gpu-check-fp8"].cells("cuda") if c.precision.startswith("fp8") and c.compile != "off"]
+    assert len(fp8) == 1 and fp8[0].precision == "fp8-tensorwise"  # one fp8 cell, compiled, beside bf16
+    assert matrices["gpu-check-fp8"].precisions == ["bf16", "fp8-tensorwise"]
     batch = matrices["gpu-check-batch"]
     assert batch.precisions == ["fp32", "bf16"] and [w.batch_sizes for w in batch.workloads] == [["auto"]]
     script = (REPO / "scripts" / "gpu-check.sh").read_text()

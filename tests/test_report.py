@@ -187,8 +187,61 @@ def test_the_shipped_references_are_sourced_and_cover_the_issue():
     assert {"dle-resnet50-a100-80gb-tf32-throughput", "dle-resnet50-a100-80gb-amp-throughput",
             "dle-resnet50-v100-16gb-fp32-throughput", "dle-resnet50-v100-16gb-amp-throughput"} <= ids  # fmt: skip
     assert any(r.metric == "top1_accuracy" and r.needs for r in shipped)
-    assert any(r.config.get("workload") not in ("resnet", None) or "transformer" in r.model for r in shipped)
-    assert all(r.source.url.startswith("https://github.com/NVIDIA/DeepLearningExamples/blob/") for r in shipped)
+    # Every figure names a workload the suite has (the Transformer-XL entries named none and never matched).
+    assert {r.config["workload"] for r in shipped} == {"resnet", "bert", "t5"}
+    assert {"dle-bert-large-a100-80gb-seq128-amp-throughput", "hf15026-t5-base-a100-40gb-bf16-throughput"} <= ids
+    vendor = [r for r in shipped if not r.community]
+    assert all(r.source.url.startswith("https://github.com/NVIDIA/DeepLearningExamples/blob/") for r in vendor)
+    community = [r for r in shipped if r.community]
+    assert community and all("huggingface/transformers/issues/15026" in r.source.url for r in community)
+
+
+TRANSFORMER_GPUS = {  # the GPU models the transformer figures were measured on
+    "A100-SXM4-80GB": A100,
+    "A100-SXM4-40GB": A100.model_copy(update={"device_name": "NVIDIA A100-SXM4-40GB", "host": "fixture-a100-40"}),
+    "V100-SXM2-32GB": V100.model_copy(update={"device_name": "Tesla V100-SXM2-32GB", "host": "fixture-v100-32"}),
+}
+
+
+def test_each_transformer_reference_finds_its_pair_of_cells_in_the_shipped_matrix():
+    """Every BERT and t5 figure, on a machine of its GPU model running transformer-references.yaml,
+    finds its cell (and a speedup its baseline's, at the baseline's batch size); on other GPU models
+    none does, and on a CPU the report says which GPU each needs."""
+    from conftest import EXPERIMENTS
+
+    from amp_suite.config import load_matrix
+
+    cells = load_matrix(EXPERIMENTS / "transformer-references.yaml").cells("cuda")
+    made = [  # FIXTURE throughputs: only whether each reference finds its pair of runs is checked
+        CellRecord.for_spec(cell, "ok", machine=machine, throughput=1000.0 + cell.batch_size,
+                            record_id=f"fixture-{next(_ids)}")  # fmt: skip
+        for machine in TRANSFORMER_GPUS.values()
+        for cell in cells
+    ]
+    published = [r for r in load_references(None) if r.config["workload"] in ("bert", "t5")]
+    assert len(published) == 14
+    report = build_report(made, published)
+    by_id: dict[str, list] = {}
+    for result in report.references:
+        by_id.setdefault(result.id, []).append(result)
+    for reference in published:
+        (result,) = by_id[reference.id]  # one machine of each GPU model: one match, or one "no matching run"
+        assert result.verdict != "no matching run", (reference.id, result.why)
+        assert report.machines[[m.id for m in report.machines].index(result.machine)].device_name.endswith(
+            reference.gpu
+        )
+        if reference.metric == "speedup":  # both sides at their own batch sizes: (1000 + b) / (1000 + b')
+            baseline_batch = reference.baseline_config.get("batch_size", reference.config["batch_size"])
+            assert result.measured == pytest.approx((1000 + reference.config["batch_size"]) / (1000 + baseline_batch))
+    on_cpu = [CellRecord.for_spec(cell, "ok", machine=CPU, throughput=10.0, record_id=f"fixture-{next(_ids)}")
+              for cell in load_matrix(EXPERIMENTS / "transformer-references.yaml").cells("cpu")]  # fmt: skip
+    unmatched = build_report(on_cpu, published)
+    assert {r.verdict for r in unmatched.references} == {"no matching run"}
+    assert {r.why for r in unmatched.references} == {f"no run on {gpu}" for gpu in TRANSFORMER_GPUS}
+    from amp_suite.report.render import sections
+
+    (note,) = [n for s in sections(unmatched) if s.title == "Published references" for n in s.notes]
+    assert "bert-large on A100-SXM4-80GB, V100-SXM2-32GB" in note and "t5-base on A100-SXM4-40GB" in note
 
 
 # -- the article's claims --------------------------------------------------------------------
@@ -290,7 +343,7 @@ def test_every_claim_has_a_verdict_for_every_machine():
     report = build_report(
         records(A100, MLP, {"fp32": three(1.0)}) + records(CPU, MLP, {"fp32": three(1.0)}), []
     )
-    assert len(report.claims) == 9 * 2
+    assert len(report.claims) == 10 * 2
     assert {c.verdict for c in report.claims} <= {"supported", "contradicted", "not measured here"}
     assert claim(report, "pre_volta_little_gain", report.machines[0].id).verdict == "not measured here"
 
@@ -413,6 +466,35 @@ def test_fp8_is_compared_with_bf16_as_well_as_fp32():
     (answer,) = build_report(made, []).answer
     assert answer.mode == "fp8-rowwise" and answer.sentence.startswith("fp8-rowwise: 2.40x [")
     assert "(1.20x [" in answer.sentence and "bf16's speed)" in answer.sentence
+
+
+def sweep(machine: Machine, fp8_vs_bf16: dict[int, float]) -> list:
+    """FIXTURE records of an fp8 sweep: hidden size -> fp8-tensorwise's throughput / bf16's, with
+    FLOPs that grow with the size (what orders the sizes)."""
+    made = []
+    for hidden, ratio in fp8_vs_bf16.items():
+        mlp = {**MLP, "hidden": hidden, "label": f"linear-{hidden}"}
+        for record in records(machine, mlp, {"bf16": three(1000.0), "fp8-tensorwise": three(1000.0 * ratio)}):
+            made.append(record.updated(tflops=hidden / 1000, flops_per_step=hidden * 10**9))
+    return made
+
+
+def test_the_fp8_sweep_judges_torchaos_small_matmuls_claim():
+    h100 = A100.model_copy(update={"device_name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"})
+
+    def verdict(made):
+        return claim(build_report(made, []), "fp8_small_matmuls_slower")
+
+    crossover = verdict(sweep(h100, {1024: 0.7, 2048: 0.9, 4096: 1.1, 8192: 1.3}))
+    assert crossover.verdict == "supported", crossover.evidence
+    assert crossover.evidence.index("linear-1024") < crossover.evidence.index("linear-8192")
+    assert "0.70x" in crossover.evidence
+    assert verdict(sweep(h100, {1024: 0.8, 8192: 0.9})).verdict == "supported"  # slower at every size measured
+    assert verdict(sweep(h100, {1024: 1.05, 8192: 1.3})).verdict == "contradicted"  # pays even at the smallest
+    assert verdict(sweep(h100, {1024: 0.7, 2048: 1.2, 4096: 0.8})).verdict == "contradicted"  # no single crossover
+    assert verdict(sweep(h100, {8192: 1.3})).verdict == "not measured here"  # one size: no crossover to see
+    on_cpu = verdict(sweep(CPU, {1024: 0.7, 8192: 1.3}))
+    assert on_cpu.verdict == "not measured here" and "software" in on_cpu.evidence
 
 
 def test_fp8_mfu_comes_with_a_note_that_two_peak_rates_mix():

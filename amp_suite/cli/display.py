@@ -79,7 +79,12 @@ class RichDisplay:
         self.console.print(f"[{style}]{record.status:>7}[/] {plain(record.cell_id)}  {detail}{reason}", highlight=False)
 
 
-METRIC_LABELS = {"val_accuracy": "acc", "val_perplexity": "ppl", "val_mlm_accuracy": "mlm acc"}
+METRIC_LABELS = {
+    "val_accuracy": "acc",
+    "val_perplexity": "ppl",
+    "val_mlm_accuracy": "mlm acc",
+    "val_token_accuracy": "token acc",
+}
 PARITY_STYLE = {"pass": "green", "fail": "red", "indicative": "cyan", "invalid": "bold red"}
 
 

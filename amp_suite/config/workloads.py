@@ -269,6 +269,43 @@ class MaskedLMConfig(_WorkloadBase):
         return self
 
 
+class Seq2SeqConfig(_WorkloadBase):
+    """A T5 encoder-decoder trained on a sequence-to-sequence loss (t5-base's shape by default): each
+    sample's target is the continuation of its source."""
+
+    module: ClassVar[str] = "amp_suite.workloads.t5"
+    data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "hub", "text")
+    throughput_unit: ClassVar[str] = "samples/s"  # as Hugging Face's Trainer reports seq2seq training
+    matmul_heavy: ClassVar[bool] = True
+
+    workload: Literal["t5"]
+    data: DataConfig = DataConfig(source="synthetic")
+    n_layer: int = count(256, default=12, description="encoder layers, and as many decoder layers")
+    d_model: int = count(1 << 16, default=768)
+    d_ff: int = count(1 << 18, default=3072)
+    n_head: int = count(1024, default=12)
+    source_len: int = count(1 << 14, default=96, description="encoder tokens per sample")
+    target_len: int = count(1 << 14, default=96, description="decoder tokens per sample, predicted")
+    vocab_size: int = count(1 << 20, lower=2, default=32128)
+    lr: PositiveFloat = 1e-4
+
+    def sample_bytes(self) -> int:
+        return (self.source_len + self.target_len) * 8  # int64 token ids
+
+    def parametercount(self) -> int:
+        # Per layer: the encoder's attention (4 d^2) and the decoder's self- and cross-attention
+        # (8 d^2), two feed-forward blocks (2 d d_ff each); one embedding shared with the LM head.
+        return self.n_layer * (12 * self.d_model**2 + 4 * self.d_model * self.d_ff) + self.vocab_size * self.d_model
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})")
+        if self.data.source in ("hub", "text") and self.vocab_size < 256:
+            raise ValueError(f"text is tokenized as bytes: vocab_size must be at least 256 (got {self.vocab_size})")
+        return self
+
+
 class MLPConfig(_WorkloadBase):
     module: ClassVar[str] = "amp_suite.workloads.mlp"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits")
@@ -291,7 +328,7 @@ class MLPConfig(_WorkloadBase):
         return self.in_features * self.hidden + (self.depth - 1) * self.hidden**2 + self.hidden * self.num_classes
 
 
-WORKLOAD_CONFIGS = (ResNetConfig, TransformerConfig, MaskedLMConfig, MLPConfig)  # the registry
+WORKLOAD_CONFIGS = (ResNetConfig, TransformerConfig, MaskedLMConfig, Seq2SeqConfig, MLPConfig)  # the registry
 WorkloadConfig = Annotated[Union[WORKLOAD_CONFIGS], Field(discriminator="workload")]  # type: ignore[valid-type]
 WORKLOADS = tuple(config.model_fields["workload"].annotation.__args__[0] for config in WORKLOAD_CONFIGS)
 WORKLOAD_CONFIG_BY_NAME = dict(zip(WORKLOADS, WORKLOAD_CONFIGS, strict=True))  # the traits of a record's workload

@@ -1,4 +1,4 @@
-"""The autocast article's claims, judged per machine from its records. No torch here.
+"""The autocast article's claims, and torchao's about fp8, judged per machine from its records. No torch here.
 
 Each claim gets, per machine, `supported`, `contradicted` or `not measured here`, and the
 numbers behind the verdict. Every threshold lives in THRESHOLDS (the README quotes them). A
@@ -18,7 +18,9 @@ from pydantic import BaseModel
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config.precisions import (
     AMP_MODES,
+    BF16_BASELINE,
     CONTROLS,
+    FP8_MODES,
     REFERENCE,
     TF32_BASELINE,
     UNSCALED_AMP_MODES,
@@ -289,6 +291,41 @@ def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
     return ("supported" if bound else "contradicted"), evidence
 
 
+def fp8_small_matmuls_slower(e: Evidence, t: Thresholds) -> Verdict:
+    """Per fp8 recipe, the setups ordered by their work per step (bf16's FLOPs, the same model's):
+    supported where the smallest is slower than bf16 and every slower one is smaller than every
+    faster one (a crossover, or none within the sizes measured); contradicted where fp8 pays at
+    the smallest size measured, or a larger size is slower than a smaller one that paid."""
+    if e.machine.device_type != "cuda":
+        return "not measured here", "fp8 matmuls on a CPU run in software (torch._scaled_mm's reference kernel)"
+    bf16 = {r.setup: r for r in e.ok([BF16_BASELINE]) if r.tflops and r.step_time_ms}
+    rows = [r for r in e.ok(FP8_MODES) if r.speedup_vs_bf16 is not None and r.setup in bf16]
+    if not rows:
+        return "not measured here", "no fp8 run beside bf16 of the same setup (fp8-sweep.yaml measures the crossover)"
+    verdicts, evidence = [], []
+    for recipe in dict.fromkeys(r.precision for r in rows):
+        by_size = sorted((r for r in rows if r.precision == recipe), key=lambda r: _gflop_per_step(bf16[r.setup]))
+        listing = ", ".join(
+            f"{r.where} ({_gflop_per_step(bf16[r.setup]):,.0f} GFLOP/step) {r.speedup_vs_bf16:.2f}x"
+            + (" (noisy)" if r.noisy else "")
+            for r in by_size
+        )
+        pays = [r.speedup_vs_bf16 >= 1 for r in by_size]
+        if len(by_size) < 2:
+            evidence.append(f"{recipe} vs bf16 at one size only: {listing}")
+            continue
+        crossover = pays == sorted(pays)  # slower ones first, then only faster ones
+        verdicts.append("supported" if not pays[0] and crossover else "contradicted")
+        evidence.append(f"{recipe} vs bf16, smallest work per step first: {listing}")
+    if not verdicts:
+        return "not measured here", "; ".join(evidence) + " (a crossover needs two sizes or more)"
+    return ("contradicted" if "contradicted" in verdicts else "supported"), "; ".join(evidence)
+
+
+def _gflop_per_step(row: SummaryRow) -> float:
+    return row.tflops * row.step_time_ms  # TFLOP/s x ms = GFLOP
+
+
 def _verdict_of(parity: object) -> str:
     return getattr(parity, "verdict", "-")
 
@@ -320,6 +357,11 @@ CLAIMS: dict[str, tuple[str, Check]] = {
         "Under DDP, autocast leaves gradients float32, so they are all-reduced in float32: where bandwidth is"
         " limited, communication rather than compute can become the bottleneck.",
         ddp_communication_bound,
+    ),
+    "fp8_small_matmuls_slower": (
+        "torchao's float8 training: small matmuls get slower in fp8 than in bf16 (its casts and scales cost more"
+        " than the faster matmul saves); fp8 pays off only above some size.",
+        fp8_small_matmuls_slower,
     ),
 }
 

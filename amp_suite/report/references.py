@@ -44,6 +44,7 @@ class Reference(BaseModel):
     source: Source
     gpu: str = Field(description="GPU model as torch names it, without 'NVIDIA '/'Tesla ' (A100-SXM4-80GB)")
     gpus: int = 1
+    community: bool = Field(False, description="one run posted by a community member, not a vendor's table")
     model: str
     config: dict[str, Any] = Field(description="the measured configuration in the suite's terms (plus batch_size)")
     precision: str
@@ -68,6 +69,7 @@ class ReferenceResult(BaseModel):
     """One reference against one machine (or against none: `machine` is null)."""
 
     id: str
+    community: bool
     gpu: str
     model: str
     precision: str
@@ -186,8 +188,9 @@ def _same_gpu(machine: Machine, gpu: str) -> bool:
 def _result(reference: Reference, machine: str | None, measured: float | None, verdict: Verdict, why: str):
     source = reference.source
     return ReferenceResult(
-        id=reference.id, gpu=reference.gpu, model=reference.model, precision=reference.precision,
-        metric=reference.metric, unit=reference.unit, published=reference.value, measured=measured,
-        ratio=None if measured is None else measured / reference.value, tolerance=reference.tolerance,
-        verdict=verdict, machine=machine, why=why, source=f"{source.document}, {source.table} ({source.date})",
+        id=reference.id, community=reference.community, gpu=reference.gpu, model=reference.model,
+        precision=reference.precision, metric=reference.metric, unit=reference.unit, published=reference.value,
+        measured=measured, ratio=None if measured is None else measured / reference.value,
+        tolerance=reference.tolerance, verdict=verdict, machine=machine, why=why,
+        source=f"{source.document}, {source.table} ({source.date})",
     )  # fmt: skip

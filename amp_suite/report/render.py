@@ -290,7 +290,8 @@ def _references(report: Report, labels: dict[str, str]) -> Section:
     """The references a run matched, one row each; those that need another GPU, in one line."""
     matched = [r for r in report.references if r.verdict != NO_MATCHING_RUN]
     rows = [
-        [r.id, r.gpu, r.precision, r.metric, _figure(r.published, r.unit),
+        [r.id + (" (community figure, one run)" if r.community else ""), r.gpu, r.precision, r.metric,
+         _figure(r.published, r.unit),
          "-" if r.measured is None else _figure(r.measured, r.unit), labels.get(r.machine, "-") if r.machine else "-",
          r.verdict, r.why]
         for r in matched
@@ -298,11 +299,15 @@ def _references(report: Report, labels: dict[str, str]) -> Section:
     unmatched = [r for r in report.references if r.verdict == NO_MATCHING_RUN]
     notes = []
     if unmatched:
-        gpus = ", ".join(dict.fromkeys(r.gpu for r in unmatched))
-        notes.append(f"{len(unmatched)} published figure(s) have no matching run here; they need a run on: {gpus}.")
+        needs: dict[str, dict[str, None]] = {}  # model -> the GPUs its figures were measured on, in order
+        for r in unmatched:
+            needs.setdefault(r.model, {})[r.gpu] = None
+        wanted = "; ".join(f"{model} on {', '.join(gpus)}" for model, gpus in needs.items())
+        notes.append(f"{len(unmatched)} published figure(s) have no matching run here; they need a run of {wanted}.")
     intro = (
         "Published figures, matched only to runs on the same GPU model with the configuration they were measured"
-        " with. Sources are in the reference data (amp_suite/references/)."
+        " with. Sources are in the reference data (amp_suite/references/); a community figure is one run someone"
+        " posted, not a vendor's table."
     )
     headers = ("reference", "GPU", "precision", "metric", "published", "measured", "machine", "verdict", "why")
     return Section("Published references", intro, headers, rows, notes)

@@ -1,0 +1,80 @@
+"""A T5 encoder-decoder trained on a sequence-to-sequence loss, from Hugging Face transformers,
+built from a config (no weights fetched): t5-base's shape by default, the model of the community
+precision benchmark in huggingface/transformers#15026.
+
+Each sample is one block of tokens cut in two: the encoder reads the source, the decoder learns
+to continue it (teacher-forced, as a translation model learns its target). Data has fixed
+lengths: the cells keep it on the device, and every precision sees the same tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import datasets
+import torch
+from torch import nn
+
+from amp_suite.data import TensorData
+from amp_suite.data.convert import check_vocabulary, token_tensors
+from amp_suite.data.generated import markov_corpus
+from amp_suite.workloads.base import Workload, require
+
+transformers = require("transformers", "t5")
+
+
+class Seq2SeqWorkload(Workload):
+    primary_metric = "val_token_accuracy"  # the share of target tokens predicted right
+
+    generator = staticmethod(markov_corpus)
+
+    def generator_params(self) -> dict[str, Any]:
+        return {"seq_len": self.config.source_len + self.config.target_len, "vocab_size": self.config.vocab_size}
+
+    def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
+        source_len = self.config.source_len
+        blocks = token_tensors(split, source_len + self.config.target_len, limit).inputs
+        return TensorData(blocks[:, :source_len].contiguous(), blocks[:, source_len:].contiguous())
+
+    def check(self, train: TensorData, description: str) -> None:
+        check_vocabulary(train, self.config.vocab_size)
+        check_vocabulary(TensorData(train.targets, train.targets), self.config.vocab_size)
+
+    def build_model(self, train: TensorData) -> nn.Module:
+        c = self.config
+        config = transformers.T5Config(
+            vocab_size=c.vocab_size,
+            d_model=c.d_model,
+            d_kv=c.d_model // c.n_head,
+            d_ff=c.d_ff,
+            num_layers=c.n_layer,
+            num_heads=c.n_head,
+            # No dropout: the comparison between precisions should not hinge on dropout masks.
+            dropout_rate=0.0,
+            # The decoder starts from id 0, T5's pad; no position is padding here, so none is ignored.
+            decoder_start_token_id=0,
+            pad_token_id=0,
+        )
+        return transformers.T5ForConditionalGeneration(config)
+
+    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return model(input_ids=inputs, labels=targets).loss  # cross-entropy over every target token
+
+    @torch.no_grad()
+    def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
+        model.eval()
+        loss_sum = torch.zeros((), device=data.inputs.device)
+        correct = torch.zeros((), device=data.inputs.device, dtype=torch.long)
+        for start in range(0, len(data), batch_size):
+            inputs, targets = data.inputs[start : start + batch_size], data.targets[start : start + batch_size]
+            with context():
+                out = model(input_ids=inputs, labels=targets)
+            loss_sum += out.loss.float() * targets.numel()  # the loss is a mean over this batch's tokens
+            correct += (out.logits.argmax(dim=-1) == targets).sum()
+        model.train()
+        count = data.targets.numel()
+        # .item() synchronises: evaluation runs after the timed steps.
+        return {"val_loss": loss_sum.item() / count, "val_token_accuracy": correct.item() / count}
+
+
+WORKLOAD = Seq2SeqWorkload
