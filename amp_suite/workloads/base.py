@@ -121,6 +121,34 @@ class Classifier(Workload):
         return {"val_loss": loss_sum.item() / count, "val_accuracy": correct.item() / count}
 
 
+IGNORED_LABEL = -100  # the label Hugging Face's losses skip
+
+
+class LabelledTokens(Workload):
+    """A Hugging Face model whose forward takes input_ids and labels and returns its loss and
+    logits (masked LM, seq2seq). Validation counts the labelled tokens predicted right; positions
+    labelled IGNORED_LABEL are neither trained on nor counted."""
+
+    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return model(input_ids=inputs, labels=targets).loss  # cross-entropy over the labelled tokens
+
+    @torch.no_grad()
+    def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
+        model.eval()
+        loss_sum = torch.zeros((), device=data.inputs.device)
+        correct = torch.zeros((), device=data.inputs.device, dtype=torch.long)
+        for start in range(0, len(data), batch_size):
+            inputs, targets = data.inputs[start : start + batch_size], data.targets[start : start + batch_size]
+            with context():
+                out = model(input_ids=inputs, labels=targets)
+            counted = targets != IGNORED_LABEL
+            loss_sum += out.loss.float() * counted.sum()  # the loss is a mean over this batch's labelled tokens
+            correct += (out.logits.argmax(dim=-1)[counted] == targets[counted]).sum()
+        model.train()
+        count = (data.targets != IGNORED_LABEL).sum().item()  # synchronises: evaluation runs after the timed steps
+        return {"val_loss": loss_sum.item() / count, self.primary_metric: correct.item() / count}
+
+
 def require(module: str, workload: str) -> ModuleType:
     """Import an optional heavy dependency, or say what to install."""
     try:

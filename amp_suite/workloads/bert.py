@@ -19,13 +19,13 @@ from torch import nn
 from amp_suite.data import TensorData
 from amp_suite.data.convert import check_vocabulary, token_tensors
 from amp_suite.data.generated import DATA_SEED, markov_corpus
-from amp_suite.workloads.base import Workload, require
+from amp_suite.workloads.base import IGNORED_LABEL, LabelledTokens, require
 
 transformers = require("transformers", "bert")
-IGNORED = -100  # the label Hugging Face's loss skips: every position that is not masked
+IGNORED = IGNORED_LABEL  # every position that is not masked: neither trained on nor counted
 
 
-class MaskedLMWorkload(Workload):
+class MaskedLMWorkload(LabelledTokens):
     primary_metric = "val_mlm_accuracy"  # the share of masked tokens predicted right
 
     generator = staticmethod(markov_corpus)
@@ -63,26 +63,6 @@ class MaskedLMWorkload(Workload):
             attention_probs_dropout_prob=0.0,
         )
         return transformers.BertForMaskedLM(config)
-
-    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return model(input_ids=inputs, labels=targets).loss  # cross-entropy over the masked tokens
-
-    @torch.no_grad()
-    def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
-        model.eval()
-        loss_sum = torch.zeros((), device=data.inputs.device)
-        correct = torch.zeros((), device=data.inputs.device, dtype=torch.long)
-        masked = (data.targets != IGNORED).sum()
-        for start in range(0, len(data), batch_size):
-            inputs, targets = data.inputs[start : start + batch_size], data.targets[start : start + batch_size]
-            with context():
-                out = model(input_ids=inputs, labels=targets)
-            counted = targets != IGNORED
-            loss_sum += out.loss.float() * counted.sum()  # the loss is a mean over this batch's masked tokens
-            correct += (out.logits.argmax(dim=-1)[counted] == targets[counted]).sum()
-        model.train()
-        count = masked.item()  # synchronises: evaluation runs after the timed steps
-        return {"val_loss": loss_sum.item() / count, "val_mlm_accuracy": correct.item() / count}
 
 
 WORKLOAD = MaskedLMWorkload

@@ -12,19 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 import datasets
-import torch
 from torch import nn
 
 from amp_suite.data import TensorData
 from amp_suite.data.convert import check_vocabulary, token_tensors
 from amp_suite.data.generated import markov_corpus
-from amp_suite.workloads.base import Workload, require
+from amp_suite.workloads.base import LabelledTokens, require
 
 transformers = require("transformers", "t5")
 
 
-class Seq2SeqWorkload(Workload):
-    primary_metric = "val_token_accuracy"  # the share of target tokens predicted right
+class Seq2SeqWorkload(LabelledTokens):
+    primary_metric = "val_token_accuracy"  # the share of target tokens predicted right (every one is labelled)
 
     generator = staticmethod(markov_corpus)
 
@@ -56,25 +55,6 @@ class Seq2SeqWorkload(Workload):
             pad_token_id=0,
         )
         return transformers.T5ForConditionalGeneration(config)
-
-    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return model(input_ids=inputs, labels=targets).loss  # cross-entropy over every target token
-
-    @torch.no_grad()
-    def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
-        model.eval()
-        loss_sum = torch.zeros((), device=data.inputs.device)
-        correct = torch.zeros((), device=data.inputs.device, dtype=torch.long)
-        for start in range(0, len(data), batch_size):
-            inputs, targets = data.inputs[start : start + batch_size], data.targets[start : start + batch_size]
-            with context():
-                out = model(input_ids=inputs, labels=targets)
-            loss_sum += out.loss.float() * targets.numel()  # the loss is a mean over this batch's tokens
-            correct += (out.logits.argmax(dim=-1) == targets).sum()
-        model.train()
-        count = data.targets.numel()
-        # .item() synchronises: evaluation runs after the timed steps.
-        return {"val_loss": loss_sum.item() / count, "val_token_accuracy": correct.item() / count}
 
 
 WORKLOAD = Seq2SeqWorkload
