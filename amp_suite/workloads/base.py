@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import ModuleType
@@ -109,8 +109,7 @@ class Classifier(Workload):
         model.eval()
         loss_sum = torch.zeros((), device=data.inputs.device)
         correct = torch.zeros((), device=data.inputs.device, dtype=torch.long)
-        for start in range(0, len(data), batch_size):
-            inputs, targets = data.inputs[start : start + batch_size], data.targets[start : start + batch_size]
+        for inputs, targets in in_batches(data, batch_size):
             with context():
                 logits = self.logits(model, inputs)
             loss_sum += F.cross_entropy(logits.float(), targets, reduction="sum")
@@ -137,8 +136,7 @@ class LabelledTokens(Workload):
         model.eval()
         loss_sum = torch.zeros((), device=data.inputs.device)
         correct = torch.zeros((), device=data.inputs.device, dtype=torch.long)
-        for start in range(0, len(data), batch_size):
-            inputs, targets = data.inputs[start : start + batch_size], data.targets[start : start + batch_size]
+        for inputs, targets in in_batches(data, batch_size):
             with context():
                 out = model(input_ids=inputs, labels=targets)
             counted = targets != IGNORED_LABEL
@@ -147,6 +145,12 @@ class LabelledTokens(Workload):
         model.train()
         count = (data.targets != IGNORED_LABEL).sum().item()  # synchronises: evaluation runs after the timed steps
         return {"val_loss": loss_sum.item() / count, self.primary_metric: correct.item() / count}
+
+
+def in_batches(data: TensorData, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """A validation set in order, `batch_size` samples at a time (the last batch may be smaller)."""
+    for start in range(0, len(data), batch_size):
+        yield data.inputs[start : start + batch_size], data.targets[start : start + batch_size]
 
 
 def require(module: str, workload: str) -> ModuleType:

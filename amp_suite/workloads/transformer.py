@@ -12,7 +12,7 @@ from torch import nn
 from amp_suite.data import TensorData
 from amp_suite.data.convert import check_vocabulary, token_tensors
 from amp_suite.data.generated import markov_corpus
-from amp_suite.workloads.base import Workload, require
+from amp_suite.workloads.base import Workload, in_batches, require
 
 transformers = require("transformers", "transformer")
 
@@ -56,8 +56,7 @@ class TransformerWorkload(Workload):
     def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
         model.eval()
         loss_sum = torch.zeros((), device=data.inputs.device)
-        for start in range(0, len(data), batch_size):
-            inputs = data.inputs[start : start + batch_size]
+        for inputs, _ in in_batches(data, batch_size):
             with context():
                 loss = self.loss(model, inputs, inputs)
             loss_sum += loss.float() * len(inputs)  # every sequence has seq_len - 1 predicted tokens
