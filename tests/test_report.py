@@ -7,6 +7,7 @@ FIXTURES: every GPU record here is made up to exercise the logic (its host is na
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -495,6 +496,21 @@ def test_the_fp8_sweep_judges_torchaos_small_matmuls_claim():
     assert verdict(sweep(h100, {8192: 1.3})).verdict == "not measured here"  # one size: no crossover to see
     on_cpu = verdict(sweep(CPU, {1024: 0.7, 8192: 1.3}))
     assert on_cpu.verdict == "not measured here" and "software" in on_cpu.evidence
+
+
+def test_a_sentence_long_cell_wraps_in_the_html_even_in_the_first_column():
+    """A claim's text is the claims table's first column, which otherwise stays on one line."""
+    import html as escaping
+
+    from amp_suite.report.render import to_html
+
+    page = to_html(build_report(records(A100, MLP, {"fp32": three(1.0), "bf16": three(1.5)}), []), [])
+    assert "td.prose { white-space: normal" in page
+    found = re.findall(r'<td(?: class="([^"]*)")?>(.*?)</td>', page)
+    cells = [(klass or "", escaping.unescape(text)) for klass, text in found]
+    prose = [text for klass, text in cells if "prose" in klass.split()]
+    assert any(text.startswith("bf16 needs no loss scaler") for text in prose)  # a claim, the first column
+    assert all(len(text) > 60 for text in prose) and len(prose) == sum(len(text) > 60 for _, text in cells)
 
 
 def test_fp8_mfu_comes_with_a_note_that_two_peak_rates_mix():

@@ -325,7 +325,10 @@ def _claims(report: Report, labels: dict[str, str]) -> Section:
         if unjudged:
             notes.append(f"Not measurable on {labels.get(machine, machine)}: {'; '.join(unjudged)}.")
     thresholds = ", ".join(f"{k} {v}" for k, v in report.thresholds.items())
-    intro = f"Each claim of the autocast article, judged per machine from its records. Thresholds: {thresholds}."
+    intro = (
+        f"Each claim of the autocast article, and torchao's about fp8, judged per machine from its records."
+        f" Thresholds: {thresholds}."
+    )
     return Section("The article's claims", intro, ("claim", "machine", "verdict", "evidence"), rows, notes)
 
 
@@ -449,6 +452,7 @@ def to_html(report: Report, figures: Sequence[Figure]) -> str:
     )
     environment.filters["verdict_class"] = verdict_class
     environment.filters["number_class"] = number_class
+    environment.filters["prose_class"] = prose_class
     images = [(f.title, "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")) for f in figures]
     return environment.get_template("report.html.j2").render(
         header=_header(report), notes=report.notes, sections=sections(report), figures=images
@@ -474,6 +478,15 @@ NUMBER = re.compile(r"[-+]?\d[\d,.]*(x|%|\b)")
 def number_class(cell: str) -> str:
     """The class "num" for a cell that is a figure ("1.23x [1.1, 1.4]", "27,225.1 tokens/s", "-"): right-aligned."""
     return "num" if cell == "-" or NUMBER.match(cell) else ""
+
+
+PROSE_CHARS = 60  # a cell this long is a sentence (a claim, a reason, evidence): it wraps
+
+
+def prose_class(cell: str) -> str:
+    """The class "prose" for a sentence-long cell: it wraps, at a readable width, where the first
+    column (labels, kept on one line) would otherwise stretch across the page."""
+    return "prose" if len(cell) > PROSE_CHARS else ""
 
 
 def _header(report: Report) -> str:
