@@ -5,12 +5,13 @@
 #   1. the base: NVIDIA's, when it can be pulled; else a Debian stand-in built with mmdebstrap,
 #      announced loudly (a GPU box is the only place the real base is tried for real)
 #   2. the suite's image, and mlflow/Dockerfile's tracking server
-#   3. no GPU: `run` exits 2 with the advice to pass the GPUs or --device cpu
-#   4. --device cpu: experiments/container-check.yaml (eager and compiled) into a folder from the
+#   3. torchao (the fp8 modes) imports at its pinned version
+#   4. no GPU: `run` exits 2 with the advice to pass the GPUs or --device cpu
+#   5. --device cpu: experiments/container-check.yaml (eager and compiled) into a folder from the
 #      host, as a host user that is not in the image; its files belong to that user
-#   5. `podman stop` mid-run: exit 143, the invocation recorded interrupted, no MLflow run left
+#   6. `podman stop` mid-run: exit 143, the invocation recorded interrupted, no MLflow run left
 #      RUNNING; --resume in a new container finishes the matrix
-#   6. the tracking server with its basic-auth app: anonymous requests get 401, a matrix run from
+#   7. the tracking server with its basic-auth app: anonymous requests get 401, a matrix run from
 #      the suite's container logs into it with credentials
 # and prints the image sizes and each stage's wall time. Everything it made goes at exit.
 #
@@ -243,6 +244,13 @@ printf '%s\n' "${SIZES[@]}"
 image_base=$(podman image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$SUITE_IMAGE" |
     sed -n 's/^AMP_SUITE_IMAGE_BASE=//p')
 [[ $image_base == "$suite_base" ]] || fail "AMP_SUITE_IMAGE_BASE is '$image_base', the base was $suite_base"
+# The fp8 modes' dependency: torchao's float8 training imports in the image, at constraints.txt's pin
+# (a CPU skips fp8 cells before it would look for torchao, so the CPU matrix below can't tell).
+pinned=$(sed -n 's/^torchao==//p' "$REPO/constraints.txt")
+inside=$(podman run --rm --name "$NAME-torchao" --entrypoint python "$SUITE_IMAGE" -c \
+    'import torchao, torchao.float8; print(torchao.__version__)' 2>&1) || fail "torchao.float8 does not import: $inside"
+[[ -n $pinned && $inside == "$pinned"* ]] || fail "the image has torchao '$inside'; constraints.txt pins '$pinned'"
+echo "torchao $inside in the image (constraints.txt: $pinned)"
 
 # ---------------------------------------------------------------------------------------------
 records() {  # records FOLDER: one line per record: cell_id status compile reason
