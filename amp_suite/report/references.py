@@ -80,6 +80,7 @@ class ReferenceResult(BaseModel):
     ratio: float | None  # measured / published
     tolerance: float
     verdict: Verdict
+    needs: str | None  # what no matrix can run (a 90-epoch training): never matched
     machine: str | None  # the machine id it was matched to
     why: str  # how the verdict was reached, in a sentence
     source: str  # document, table and date
@@ -191,6 +192,6 @@ def _result(reference: Reference, machine: str | None, measured: float | None, v
         id=reference.id, community=reference.community, gpu=reference.gpu, model=reference.model,
         precision=reference.precision, metric=reference.metric, unit=reference.unit, published=reference.value,
         measured=measured, ratio=None if measured is None else measured / reference.value,
-        tolerance=reference.tolerance, verdict=verdict, machine=machine, why=why,
+        tolerance=reference.tolerance, verdict=verdict, needs=reference.needs, machine=machine, why=why,
         source=f"{source.document}, {source.table} ({source.date})",
     )  # fmt: skip

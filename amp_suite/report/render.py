@@ -296,14 +296,22 @@ def _references(report: Report, labels: dict[str, str]) -> Section:
          r.verdict, r.why]
         for r in matched
     ]  # fmt: skip
-    unmatched = [r for r in report.references if r.verdict == NO_MATCHING_RUN]
+    unmatched = [r for r in report.references if r.verdict == NO_MATCHING_RUN and not r.needs]
+    beyond = [r for r in report.references if r.needs]
     notes = []
     if unmatched:
         needs: dict[str, dict[str, None]] = {}  # model -> the GPUs its figures were measured on, in order
         for r in unmatched:
             needs.setdefault(r.model, {})[r.gpu] = None
-        wanted = "; ".join(f"{model} on {', '.join(gpus)}" for model, gpus in needs.items())
+        community = {r.model for r in unmatched if r.community}
+        wanted = "; ".join(
+            f"{model} on {', '.join(gpus)}" + (" (community figures)" if model in community else "")
+            for model, gpus in needs.items()
+        )
         notes.append(f"{len(unmatched)} published figure(s) have no matching run here; they need a run of {wanted}.")
+    if beyond:
+        what = "; ".join(dict.fromkeys(f"{r.model}: {r.needs}" for r in beyond))
+        notes.append(f"{len(beyond)} published figure(s) are out of a short matrix's reach ({what}).")
     intro = (
         "Published figures, matched only to runs on the same GPU model with the configuration they were measured"
         " with. Sources are in the reference data (amp_suite/references/); a community figure is one run someone"
