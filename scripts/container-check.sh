@@ -247,8 +247,10 @@ image_base=$(podman image inspect --format '{{range .Config.Env}}{{println .}}{{
 # The fp8 modes' dependency: torchao's float8 training imports in the image, at constraints.txt's pin
 # (a CPU skips fp8 cells before it would look for torchao, so the CPU matrix below can't tell).
 pinned=$(sed -n 's/^torchao==//p' "$REPO/constraints.txt")
+# stdout only: importing torchao logs warnings (torch's pytree deprecations) on stderr.
 inside=$(podman run --rm --name "$NAME-torchao" --entrypoint python "$SUITE_IMAGE" -c \
-    'import torchao, torchao.float8; print(torchao.__version__)' 2>&1) || fail "torchao.float8 does not import: $inside"
+    'import torchao, torchao.float8; print(torchao.__version__)' 2>"$WORK/torchao.log") ||
+    fail "torchao.float8 does not import: $(tail -1 "$WORK/torchao.log")"
 [[ -n $pinned && $inside == "$pinned"* ]] || fail "the image has torchao '$inside'; constraints.txt pins '$pinned'"
 echo "torchao $inside in the image (constraints.txt: $pinned)"
 
