@@ -11,7 +11,7 @@ from conftest import tiny_matrix
 from amp_suite.cell.run import run_cell
 from amp_suite.config import Matrix
 from amp_suite.workloads import build_workload
-from amp_suite.workloads.bert import IGNORED
+from amp_suite.workloads.base import IGNORED_LABEL
 
 TINY_BERT = {
     "workload": "bert", "n_layer": 2, "hidden": 32, "n_head": 2, "seq_len": 16, "vocab_size": 64, "batch_sizes": [8],
@@ -23,7 +23,7 @@ def test_masking_is_static_and_every_sequence_predicts_something():
     config = Matrix.model_validate(tiny_matrix(workloads=[TINY_BERT])).workloads[0]
     first, again = build_workload(config).load_data(), build_workload(config).load_data()
     assert torch.equal(first.train.inputs, again.train.inputs) and first.fingerprint == again.fingerprint
-    masked = first.train.targets != IGNORED
+    masked = first.train.targets != IGNORED_LABEL
     assert masked.any(dim=1).all() and 0.08 < masked.float().mean() < 0.25  # about mask_fraction 0.15
     assert (first.train.inputs[masked] == 63).all() and (first.train.inputs[~masked] < 63).all()  # [MASK]: the last id
 

@@ -60,8 +60,8 @@ def check_classes(data: TensorData, num_classes: int, what: str) -> None:
         raise DataShapeError(f"{what} has labels up to {highest}; num_classes is {num_classes}")
 
 
-def check_vocabulary(data: TensorData, vocab_size: int) -> None:
-    highest = int(data.inputs.max())
+def check_vocabulary(tokens: torch.Tensor, vocab_size: int) -> None:
+    highest = int(tokens.max())
     if highest >= vocab_size:
         raise DataShapeError(f"token ids go up to {highest}; vocab_size is {vocab_size}")
 

@@ -22,7 +22,6 @@ from amp_suite.data.generated import DATA_SEED, markov_corpus
 from amp_suite.workloads.base import IGNORED_LABEL, LabelledTokens, require
 
 transformers = require("transformers", "bert")
-IGNORED = IGNORED_LABEL  # every position that is not masked: neither trained on nor counted
 
 
 class MaskedLMWorkload(LabelledTokens):
@@ -39,15 +38,15 @@ class MaskedLMWorkload(LabelledTokens):
 
     def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
         tokens = token_tensors(split, self.config.seq_len, limit).inputs
-        check_vocabulary(TensorData(tokens, tokens), self.mask_id)  # the last id is [MASK]'s alone
+        check_vocabulary(tokens, self.mask_id)  # the last id is [MASK]'s alone
         draws = torch.rand(tokens.shape, generator=torch.Generator().manual_seed(DATA_SEED))
         masked = draws < self.config.mask_fraction
         masked[:, 0] |= ~masked.any(dim=1)  # every sequence has a token to predict
         inputs = tokens.masked_fill(masked, self.mask_id)
-        return TensorData(inputs, tokens.masked_fill(~masked, IGNORED))
+        return TensorData(inputs, tokens.masked_fill(~masked, IGNORED_LABEL))  # unmasked: not trained on, not counted
 
     def check(self, train: TensorData, description: str) -> None:
-        check_vocabulary(train, self.config.vocab_size)
+        check_vocabulary(train.inputs, self.config.vocab_size)
 
     def build_model(self, train: TensorData) -> nn.Module:
         c = self.config

@@ -36,8 +36,8 @@ class Seq2SeqWorkload(LabelledTokens):
         return TensorData(blocks[:, :source_len].contiguous(), blocks[:, source_len:].contiguous())
 
     def check(self, train: TensorData, description: str) -> None:
-        check_vocabulary(train, self.config.vocab_size)
-        check_vocabulary(TensorData(train.targets, train.targets), self.config.vocab_size)
+        check_vocabulary(train.inputs, self.config.vocab_size)
+        check_vocabulary(train.targets, self.config.vocab_size)
 
     def build_model(self, train: TensorData) -> nn.Module:
         c = self.config

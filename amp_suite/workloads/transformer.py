@@ -30,7 +30,7 @@ class TransformerWorkload(Workload):
         return token_tensors(split, self.config.seq_len, limit)
 
     def check(self, train: TensorData, description: str) -> None:
-        check_vocabulary(train, self.config.vocab_size)
+        check_vocabulary(train.inputs, self.config.vocab_size)
 
     def build_model(self, train: TensorData) -> nn.Module:
         c = self.config
