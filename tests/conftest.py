@@ -28,8 +28,8 @@ SHARED_FIXTURES = {
 # `make test` runs these after the rest, on their own: a local Ray cluster's scheduling waits time
 # out when the other workers keep the machine busy, and the benchmarks and the smoke matrix's time
 # budget measure the machine, which must not be shared while they do (beside a worker, a lockstep
-# pair's suite side ran 2.7x as fast as its bare side).
-ALONE = {"test_fleet.py", "test_smoke.py", "test_bench_overhead.py"}
+# pair's suite side ran 2.7x as fast as its bare side), nor while the busy-machine test's hog runs.
+ALONE = {"test_fleet.py", "test_smoke.py", "test_bench_overhead.py", "test_busy_machine.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups and -m selects by the marks added here

@@ -231,9 +231,9 @@ class DeviceMemory(TorchDispatchMode):
 real_measure = amp_suite.cell.run.measure
 
 
-def measure(spec, device, progress):
+def measure(spec, device, progress, **options):
     with DeviceMemory():
-        return real_measure(spec, device, progress)
+        return real_measure(spec, device, progress, **options)
 
 
 amp_suite.cell.run.measure = measure

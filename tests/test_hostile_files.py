@@ -354,8 +354,10 @@ def test_a_worker_killed_mid_cell_is_recorded_under_the_machine_it_ran_on(tmp_pa
     os.kill(worker, signal.SIGKILL)
     stdout, stderr = run.communicate(timeout=180)
     assert run.returncode == 3, stdout + stderr
-    fp32, bf16 = read_records(out)
+    records = {record["precision"]: record for record in read_records(out)}
+    fp32, bf16 = records["fp32"], records["bf16"]
     assert bf16["status"] == "failed" and "worker process died (killed by SIGKILL" in bf16["reason"]
+    assert fp32["status"] == "ok"  # side by side, the turns bf16 left went on without it
     assert bf16["machine"] == fp32["machine"] and bf16["environment"]["torch"] == fp32["environment"]["torch"]
     assert "unknown machine" not in stdout and stdout.count("hostile: 2 cells on ") == 1, stdout
 

@@ -111,15 +111,26 @@ def test_cuda_timer_and_memory(gpu):
 
 
 def test_throughput_spread_across_windows_flags_a_noisy_cell():
-    from amp_suite.instruments.timers import Spread
+    from amp_suite.config.base import window_edges
+    from amp_suite.instruments.timers import Span, Spread
 
-    steady = Spread.of([10.0] * 50, batch_size=32)
-    assert len(steady.windows) == 5 and steady.windows[0] == pytest.approx(3200.0)
+    edges = window_edges(60)
+    assert edges == [0, 10, 20, 30, 40, 50, 60]
+    steady = Spread.of([Span(start, start + 10, 0.1) for start in edges[:-1]], edges, samples_per_step=32)
+    assert len(steady.windows) == 6 and steady.windows[0] == pytest.approx(3200.0)
     assert steady.spread == pytest.approx(0.0) and not steady.noisy
-    slowed = Spread.of([10.0] * 40 + [20.0] * 10, batch_size=32)  # the last fifth ran at half speed
-    assert slowed.windows[-1] == pytest.approx(1600.0)
-    assert slowed.spread == pytest.approx(0.5) and slowed.noisy
-    assert Spread.of([10.0], batch_size=32).spread is None  # one step: no spread to speak of
+    # The last window ran at half speed; side by side, each window's first step is not timed (9 steps).
+    slowed = [Span(start + 1, start + 10, 0.09 if start < 50 else 0.18) for start in edges[:-1]]
+    spread = Spread.of(slowed, edges, samples_per_step=32)
+    assert spread.windows[0] == pytest.approx(3200.0) and spread.windows[-1] == pytest.approx(1600.0)
+    assert spread.spread == pytest.approx(0.5) and spread.noisy
+    assert Spread.of([Span(0, 1, 0.01)], window_edges(1), 32).spread is None  # one window: no spread
+
+
+def test_windows_hold_two_steps_at_least_and_split_the_steps_evenly():
+    from amp_suite.config.base import window_edges
+
+    assert window_edges(7) == [0, 2, 5, 7] and window_edges(1) == [0, 1] and window_edges(100)[1] == 17
 
 
 class FakeCachingAllocator:

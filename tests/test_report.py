@@ -7,9 +7,12 @@ FIXTURES: every GPU record here is made up to exercise the logic (its host is na
 from __future__ import annotations
 
 import itertools
+import math
 import re
+import statistics
 
 import pytest
+from scipy import stats
 
 from amp_suite.config import Matrix, ParityConfig
 from amp_suite.hardware.machine import Machine
@@ -41,10 +44,12 @@ def rn50(channels_last: bool, batch: int = 256, label: str | None = None) -> dic
 
 
 MLP = {"workload": "mlp", "hidden": 32, "depth": 2, "batch_sizes": [64], "samples": 256}
+STEADY = (0.99, 1.01, 1.0, 0.995, 1.005, 1.0)  # six windows of a quiet machine's timed steps, relative
 
 
 def records(machine: Machine, workload: dict, results: dict[str, list[tuple[float, float]]], **extra) -> list:
-    """FIXTURE records: precision -> [(throughput in samples/s, validation accuracy) per seed]."""
+    """FIXTURE records: precision -> [(throughput in samples/s, validation accuracy) per seed], each
+    with six windows around its throughput (`windows=`: their factors; STEADY by default)."""
     repeats = max(len(seeds) for seeds in results.values())
     spec = {"name": "fixture", "steps": 10, "repeats": repeats, "precisions": list(results), "workloads": [workload]}
     cells = Matrix.model_validate(spec).cells(machine.device_type, force=True)
@@ -58,6 +63,7 @@ def records(machine: Machine, workload: dict, results: dict[str, list[tuple[floa
             CellRecord.for_spec(
                 cell, "ok", record_id=f"fixture-{next(_ids)}", machine=machine, parity_rule=ParityConfig(),
                 throughput=throughput, step_time_ms_p50=1000 * cell.batch_size / throughput,
+                throughput_windows=[throughput * f for f in extra.get("windows", STEADY)],
                 val_metric=accuracy, val_metric_name="val_accuracy",
                 val_higher_is_better=True, peak_memory_mb=extra.get("memory", {}).get(cell.precision, 1000.0),
                 grad_underflow_fraction=extra.get("underflow"),
@@ -135,12 +141,19 @@ def test_speedups_have_an_interval_with_repeats_and_natural_units():
 
     noisy = {"fp32": [(1000.0, 0.9), (1100.0, 0.9), (900.0, 0.9)], "bf16": [(1500.0, 0.9)] * 2 + [(1600.0, 0.9)]}
     (bf16,) = [r for r in build_report(records(A100, MLP, noisy), []).rows if r.precision == "bf16"]
-    # Seed-paired residuals 1500 - r x 1000, 1500 - r x 1100, 1600 - r x 900 with r = 1533.3 / 1000;
-    # their stdev is 205.37, so the half-width is t(0.975, 2) x 205.37 / sqrt(3) / 1000 = 4.3027 x 0.11857.
-    assert bf16.speedup == pytest.approx(1.5333, abs=1e-4)
-    assert bf16.speedup_interval == pytest.approx((1.5333 - 0.5102, 1.5333 + 0.5102), abs=2e-4)
+    # By hand (analysis.speedup): the seeds' log ratios, and each seed's error from its windows (one
+    # after another: Welch over both cells' six STEADY windows), over three seeds, on the log scale.
+    between = statistics.variance([math.log(1500 / 1000), math.log(1500 / 1100), math.log(1600 / 900)]) / 3
+    within = 2 * statistics.variance([math.log(f) for f in STEADY]) / 6 / 3
+    degrees = (between + within) ** 2 / (between**2 / 2 + within**2 / 30)
+    half = stats.t.ppf(0.975, degrees) * math.sqrt(between + within)
+    speedup = 4600 / 3000  # the ratio of the mean throughputs
+    assert bf16.speedup == pytest.approx(speedup)
+    assert bf16.speedup_interval == pytest.approx((speedup * math.exp(-half), speedup * math.exp(half)), rel=1e-9)
     single = build_report(records(A100, MLP, {"fp32": [(1000.0, 0.9)], "bf16": [(1500.0, 0.9)]}), []).rows
-    assert all(r.speedup_interval is None for r in single)  # one seed: no interval
+    (low, high) = next(r.speedup_interval for r in single if r.precision == "bf16")  # one seed: from its windows
+    half = stats.t.ppf(0.975, 10) * math.sqrt(2 * statistics.variance([math.log(f) for f in STEADY]) / 6)
+    assert (low, high) == pytest.approx((1.5 * math.exp(-half), 1.5 * math.exp(half)), rel=1e-6)
 
 
 # -- references ------------------------------------------------------------------------------
@@ -336,7 +349,8 @@ def test_amp_lowers_peak_memory():
 def test_the_capability_rule_is_checked_against_the_fastest_mode_that_kept_parity():
     results = {"fp32": three(400.0), "tf32": three(1200.0), "fp16": three(1000.0), "bf16": three(990.0)}
     report = build_report(records(A100, rn50(True), results), [])
-    assert claim(report, "capability_rule").verdict == "supported"  # bf16 within 5% of fp16; tf32 is no AMP choice
+    # bf16 within 5% of fp16: measured alike, the rule's pick stands; tf32 is no choice of the rule's.
+    assert claim(report, "capability_rule").verdict == "supported"
     results["bf16"] = three(700.0)
     report = build_report(records(A100, rn50(True), results), [])
     assert claim(report, "capability_rule").verdict == "contradicted"
@@ -344,6 +358,28 @@ def test_the_capability_rule_is_checked_against_the_fastest_mode_that_kept_parit
     results["bf16"] = three(990.0)
     report = build_report(records(A100, rn50(True), results), [])
     assert claim(report, "capability_rule").verdict == "supported"
+
+
+def test_the_capability_rule_claim_prints_the_answer_s_judgement_and_never_disagrees_with_it():
+    noisy = (0.6, 1.4, 0.7, 1.3, 1.0, 1.0)  # every window of every cell: a machine that moved
+    cases = {
+        "supported": {"fp32": three(400.0), "fp16": three(1000.0), "bf16": three(990.0)},
+        "contradicted": {"fp32": three(400.0), "fp16": three(1000.0), "bf16": three(600.0)},
+        "not measured here": {"fp32": three(400.0), "bf16": three(420.0)},
+    }
+    for expected, results in cases.items():
+        windows = {"windows": noisy} if expected == "not measured here" else {}
+        made = records(A100, rn50(True), results, **windows)
+        made = [r.updated(noisy=True) for r in made] if windows else made
+        report = build_report(made, [])
+        (answer,) = report.answer
+        found = claim(report, "capability_rule")
+        assert found.verdict == expected, (found, answer)
+        holds = {None: "not measured here", True: "supported", False: "contradicted"}[answer.rule_holds]
+        assert found.verdict == holds  # the claim is the answer's judgement, never its own
+        if answer.rule_disagrees:
+            assert answer.rule_disagrees in found.evidence
+    assert "1 inconclusive" in found.evidence and answer.verdict == "inconclusive"
 
 
 def test_every_claim_has_a_verdict_for_every_machine():

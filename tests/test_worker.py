@@ -11,7 +11,7 @@ from amp_suite.execution.worker import cell_context, run_isolated
 SPEC = next(c for c in Matrix.model_validate(tiny_matrix()).cells("cpu") if c.precision == "fp32")
 
 
-def killed_by_the_kernel(spec_json, connection, log_path, placement):
+def killed_by_the_kernel(spec_json, connection, log_path, placement, down=None):
     print("about to die", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 

@@ -2,31 +2,52 @@
 in, how much faster than the fp32 reference it is, what it does to memory, and whether accuracy
 survives. No torch here.
 
-A mode is faster when its speedup over fp32 is beyond noise: its 95% interval lies above 1, or,
-with a single seed (no interval), the speedup exceeds 1 + NOISY_SPREAD. Its accuracy is lost when
-its parity test fails with a mean degradation beyond the margin; at risk when the test fails within
-it (not shown to keep accuracy), when one seed's delta is beyond it, or when the mode falls short of
-the workload's target on a seed; not judged when it saw other data than fp32 (invalid). Where the
-workload declares a target, the answer gives the time to it beside the throughput speedup, and says
-so where faster steps did not reach it sooner. The answer recommends the fastest mode that is
-faster and not at risk, says so when a faster mode was at risk, and says "no mode beats fp32" when
-none is faster. Negative controls are never recommended. Where the static capability rule
-(`amp-suite doctor`) picks another mode than the measurement, the answer says so: the rule reads
-the datasheet, the answer the stopwatch.
+Speed, against fp32, is one of three verdicts (`speed`), from the speedup's 95% interval
+(analysis.speedup: every seed's windows, paired where the cells ran side by side, and the seeds):
+- no gain: the interval lies below 1 + WORTHWHILE_GAIN (the mode gains less than that, if anything);
+  where the machine moved (below), only if the cells ran side by side (their interval has the move
+  in it);
+- faster: otherwise, the interval lies above 1, and the machine held still: no cell of either mode
+  varied beyond NOISY_SPREAD across its windows, and the GPU did not slow down for heat or a
+  hardware limit (its steady power cap does not count: both sides of a pair run under it);
+- unclear: anything else: the interval straddles 1 and reaches past that gain, or the machine moved.
+Accuracy is lost when the parity test fails with a mean degradation beyond the margin; at risk when
+the test fails within it (not shown to keep accuracy), when one seed's delta is beyond it, or when
+the mode falls short of the workload's target on a seed; not judged when it saw other data than
+fp32 (invalid).
+
+The answer (`verdict`): "recommended", the faster mode that keeps accuracy (the capability rule's
+pick where the fastest is not shown to beat it by WORTHWHILE_GAIN, so that noise does not choose
+between modes measured alike); else "inconclusive" where a mode that keeps accuracy is unclear (the
+words say why and what to rerun); else "stay" with fp32: the faster modes lose accuracy, or none
+gains. Negative controls are never recommended. Where the workload declares a target, the answer
+gives the time to it beside the throughput speedup. Where the static capability rule (`amp-suite
+doctor`) picks another mode than the measurement would among the modes the rule chooses from, the
+answer says so: the rule reads the datasheet, the answer the stopwatch. Every surface prints this
+judgement, the report's capability-rule claim included; none re-derives it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from amp_suite.analysis.summary import Parity, SummaryRow, p_value_words
-from amp_suite.config import NOISY_SPREAD
-from amp_suite.config.precisions import BF16_BASELINE, FP8_MODES, MODE_BY_NAME, REFERENCE
+from amp_suite.config.precisions import AMP_MODES, BF16_BASELINE, FP8_MODES, MODE_BY_NAME, REFERENCE
 from amp_suite.hardware.capability import recommend
 from amp_suite.hardware.machine import Machine
 
 KEPT, AT_RISK, LOST, NOT_COMPARED, INVALID = "kept", "at risk", "lost", "not compared", "invalid"
+FASTER, NO_GAIN, UNCLEAR = "faster", "no gain", "unclear"
+Verdict = Literal["recommended", "stay", "inconclusive", "no answer"]
+# A mode whose interval shows it gains less than this over fp32, if anything, is not worth a change of
+# precision: "no gain", a conclusive answer, where [0.98, 1.02] would otherwise straddle 1 forever.
+WORTHWHILE_GAIN = 0.05
+# NVML reasons that say the GPU changed its state while timed; its power cap is its steady state under
+# load, the same for every window of a side-by-side pair (a change it causes shows in the windows).
+STEADY_LIMITS = frozenset({"sw_power_cap"})
+_PACE = f"{REFERENCE}'s speed"
 
 
 @dataclass(frozen=True)
@@ -37,7 +58,8 @@ class Answer:
     workload: str
     batch: str  # as tables show it: "64", "max 512"
     variant: str  # "eager", "compiled (default)", ...
-    mode: str | None  # the recommended mode: an AMP or TF32 mode, fp32 when none beats it, None: no answer
+    verdict: Verdict  # recommended (mode), stay (with fp32), inconclusive, no answer (nothing to compare)
+    mode: str | None  # the recommended mode: an AMP or TF32 mode, fp32 to stay with, None: inconclusive or no answer
     speedup: float | None  # the recommended mode's throughput / fp32's
     speedup_interval: tuple[float, float] | None  # 95%, with two or more seeds on both sides
     memory_ratio: float | None  # its peak memory / fp32's
@@ -47,6 +69,7 @@ class Answer:
     seeds: int  # the runs behind the recommended mode's figures
     sentence: str  # the answer in one line
     rule: str | None = None  # the capability rule's mode, from the machine's record
+    rule_holds: bool | None = None  # the measurement, among the rule's modes, picks it; None: it can't tell
     rule_disagrees: str | None = None  # the sentence, when the rule and the measurement differ
 
 
@@ -77,13 +100,42 @@ def _short_of_target(row: SummaryRow) -> bool:
     return row.time_to_target is not None and row.time_to_target.short_of_fp32 > 0
 
 
-def faster(row: SummaryRow) -> bool:
-    """Faster than fp32 beyond noise: the interval above 1, or one seed beyond NOISY_SPREAD."""
-    if row.speedup is None:
-        return False
-    if row.speedup_interval is not None:
-        return row.speedup_interval[0] > 1
-    return row.speedup > 1 + NOISY_SPREAD
+@dataclass(frozen=True)
+class Speed:
+    """A mode's speed against fp32, as a verdict, and, where it is unclear, why in words."""
+
+    verdict: Literal["faster", "no gain", "unclear"]
+    why: str | None = None
+    moved: bool = False  # unclear because the machine changed under the run (not for want of precision)
+
+
+def speed(row: SummaryRow, reference: SummaryRow) -> Speed:
+    """The row's speed verdict against the reference's (see the module's docstring)."""
+    moved = machine_moved(row, reference)
+    if row.speedup is None or row.speedup_interval is None:
+        why = f"{row.precision} ran at {_x(row.speedup)} {_PACE} with no interval (no windows recorded)"
+        return Speed(UNCLEAR, why)
+    low, high = row.speedup_interval
+    if high < 1 + WORTHWHILE_GAIN and (moved is None or row.side_by_side):
+        return Speed(NO_GAIN)
+    if low > 1 and moved is None:
+        return Speed(FASTER)
+    if moved is not None:
+        return Speed(UNCLEAR, f"{moved}: the machine changed under the run", moved=True)
+    return Speed(UNCLEAR, f"{row.precision} ran at {_speed_words(row, _PACE)}: within this run's noise")
+
+
+def machine_moved(row: SummaryRow, reference: SummaryRow) -> str | None:
+    """What says the machine changed while either mode was timed, in words, or None."""
+    moved = []
+    for side in (reference, row):
+        if side.noisy and side.throughput_range is not None:
+            low, high = side.throughput_range
+            moved.append(f"{side.precision} ran between {low:,.0f} and {high:,.0f} {side.unit}")
+        changes = [reason for reason in side.throttle_reasons if reason not in STEADY_LIMITS]
+        if changes:
+            moved.append(f"the GPU slowed down ({', '.join(changes)}) while {side.precision} was timed")
+    return "; ".join(moved) or None
 
 
 def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
@@ -102,35 +154,65 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
     candidates = [r for r in candidates if r not in invalid]
     if not candidates:
         return Answer(**where, **_no_mode(), sentence=f"no answer: {_invalid_words(invalid)}")
-    safe = sorted((r for r in candidates if faster(r) and accuracy(r) in (KEPT, NOT_COMPARED)), key=_speed)
-    risky = sorted((r for r in candidates if faster(r) and accuracy(r) in (AT_RISK, LOST)), key=_speed)
+    verdict, chosen, considered, sentence = _judge(candidates, reference, machine)
+    if invalid:
+        sentence += f"; {_invalid_words(invalid)}"
+    rule, holds, disagrees = _rule(machine, candidates, reference)
+    return Answer(
+        **where, verdict=verdict, mode=chosen and chosen.precision, speedup=chosen and chosen.speedup,
+        speedup_interval=chosen and chosen.speedup_interval, memory_ratio=chosen and chosen.memory_ratio,
+        parity=chosen.parity.verdict if chosen and chosen.parity else None, accuracy=accuracy(considered),
+        seeds=chosen.runs if chosen else 0, sentence=sentence, rule=rule, rule_holds=holds, rule_disagrees=disagrees,
+    )  # fmt: skip
+
+
+def _judge(
+    candidates: list[SummaryRow], reference: SummaryRow, machine: Machine | None
+) -> tuple[Verdict, SummaryRow | None, SummaryRow, str]:
+    """(the verdict, the chosen row: a mode, the reference to stay with, None when inconclusive; the
+    row whose accuracy the answer reports; the sentence)."""
+    speeds = {r.precision: speed(r, reference) for r in candidates}
+    keeps = [r for r in candidates if accuracy(r) in (KEPT, NOT_COMPARED)]
+    safe = [r for r in keeps if speeds[r.precision].verdict == FASTER]
+    unclear = sorted((r for r in keeps if speeds[r.precision].verdict == UNCLEAR), key=_speed)
+    # A mode that may be faster (or is) but does not keep accuracy: fp32, whatever its speed.
+    risky = sorted((r for r in candidates if speeds[r.precision].verdict != NO_GAIN and r not in keeps), key=_speed)
     if safe:
-        chosen = considered = safe[-1]
+        chosen = _preferred(safe, machine)
         sentence = f"{chosen.precision}: {_speed_words(chosen)}, {_memory_words(chosen)}, {_accuracy_words(chosen)}"
         sentence += _target_words(chosen)
         if risky and _speed(risky[-1]) > _speed(chosen):
             sentence += f"; {_risk_words(risky[-1])}"
-    elif risky:
-        chosen, considered = reference, risky[-1]
-        sentence = f"stay with {REFERENCE}: {_risk_words(considered)}"
-    else:
-        chosen, considered = reference, max(candidates, key=_speed)
-        speed = _speed_words(considered, f"{REFERENCE}'s speed")
-        sentence = f"no mode beats {REFERENCE} beyond noise here: the fastest, {considered.precision}, ran at {speed}"
-        if reference.step_time_ms is not None:
-            sentence += f"; an {REFERENCE} step takes {reference.step_time_ms:.3g} ms"
-        if accuracy(considered) in (AT_RISK, LOST):
-            sentence += f"; {_risk_words(considered)}"
-        else:
-            sentence += _target_words(considered)
-    if invalid:
-        sentence += f"; {_invalid_words(invalid)}"
-    rule, disagrees = _rule(machine, chosen.precision, group)
-    return Answer(
-        **where, mode=chosen.precision, speedup=chosen.speedup, speedup_interval=chosen.speedup_interval,
-        memory_ratio=chosen.memory_ratio, parity=chosen.parity.verdict if chosen.parity else None,
-        accuracy=accuracy(considered), seeds=chosen.runs, sentence=sentence, rule=rule, rule_disagrees=disagrees,
-    )  # fmt: skip
+        return "recommended", chosen, chosen, sentence
+    if unclear:
+        found = speeds[unclear[-1].precision]
+        rerun = "Rerun on a quiet machine, or with repeats: 3" if found.moved else "Rerun with repeats: 3"
+        return "inconclusive", None, unclear[-1], f"inconclusive: {found.why}. {rerun}"
+    if risky:
+        return "stay", reference, risky[-1], f"stay with {REFERENCE}: {_risk_words(risky[-1])}"
+    considered = max(candidates, key=_speed)
+    words = _speed_words(considered, _PACE)
+    sentence = (
+        f"no mode beats {REFERENCE} by {WORTHWHILE_GAIN:.0%} or more here: the fastest, {considered.precision},"
+        f" ran at {words}"
+    )
+    if reference.step_time_ms is not None:
+        sentence += f"; an {REFERENCE} step takes {reference.step_time_ms:.3g} ms"
+    sentence += f"; {_risk_words(considered)}" if accuracy(considered) in (AT_RISK, LOST) else _target_words(considered)
+    return "stay", reference, considered, sentence
+
+
+def _preferred(faster: list[SummaryRow], machine: Machine | None) -> SummaryRow:
+    """The fastest, or the capability rule's pick where the fastest is not shown to beat it by
+    WORTHWHILE_GAIN (the fastest's interval starts below the pick's top end plus that gain): which
+    of two modes measured alike is faster is noise, and the answer must not flip with it."""
+    fastest = max(faster, key=_speed)
+    pick = recommend(machine.caps).precision if machine and machine.caps else None
+    ruled = next((r for r in faster if r.precision == pick), None)
+    if ruled is not None and ruled.speedup_interval and fastest.speedup_interval:
+        if fastest.speedup_interval[0] < ruled.speedup_interval[1] * (1 + WORTHWHILE_GAIN):
+            return ruled
+    return fastest
 
 
 def _candidate(row: SummaryRow) -> bool:
@@ -143,8 +225,8 @@ def _speed(row: SummaryRow) -> float:
 
 
 def _no_mode() -> dict:
-    return {"mode": None, "speedup": None, "speedup_interval": None, "memory_ratio": None, "parity": None,
-            "accuracy": NOT_COMPARED, "seeds": 0}  # fmt: skip
+    return {"verdict": "no answer", "mode": None, "speedup": None, "speedup_interval": None, "memory_ratio": None,
+            "parity": None, "accuracy": NOT_COMPARED, "seeds": 0}  # fmt: skip
 
 
 def _skips(group: list[SummaryRow]) -> str:
@@ -152,11 +234,15 @@ def _skips(group: list[SummaryRow]) -> str:
     return f" ({', '.join(reasons)})" if reasons else ""
 
 
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
 def _speed_words(row: SummaryRow, comparison: str = "faster") -> str:
-    """E.g. "1.90x [1.80, 2.00] faster", or "1.35x faster (one seed: no interval)"; an fp8 mode adds
-    its speed against bf16, the mode it would replace: "(1.21x [1.10, 1.32] bf16's speed)"."""
+    """E.g. "1.90x [1.80, 2.00] faster", or "1.35x faster (no interval)"; an fp8 mode adds its
+    speed against bf16, the mode it would replace: "(1.21x [1.10, 1.32] bf16's speed)"."""
     if row.speedup_interval is None:
-        words = f"{row.speedup:.2f}x {comparison} (one seed: no interval)"
+        words = f"{_x(row.speedup)} {comparison} (no interval)"
     else:
         low, high = row.speedup_interval
         words = f"{row.speedup:.2f}x [{low:.2f}, {high:.2f}] {comparison}"
@@ -223,17 +309,31 @@ def _seeds(runs: int) -> str:
     return "1 seed" if runs == 1 else f"{runs} seeds"
 
 
-def _rule(machine: Machine | None, measured: str, group: list[SummaryRow]) -> tuple[str | None, str | None]:
-    """The capability rule's pick for this machine, and a sentence where the measurement disagrees."""
+def _rule(
+    machine: Machine | None, candidates: list[SummaryRow], reference: SummaryRow
+) -> tuple[str | None, bool | None, str | None]:
+    """The capability rule's pick for this machine; whether the measurement picks it too, judged as
+    the answer is but among the modes the rule chooses from (fp32 and the AMP modes: TF32 and fp8
+    are no choice of the rule's); and a sentence where they differ. None where the measurement can't
+    tell: inconclusive among those modes, or none of them ran but fp32."""
     caps = machine.caps if machine else None
     if caps is None:
-        return None, None
+        return None, None, None
     advice = recommend(caps)
-    if advice.precision == measured:
-        return advice.precision, None
-    ran = next((r for r in group if r.precision == advice.precision and r.speedup is not None), None)
+    among = [r for r in candidates if r.precision in AMP_MODES]
+    if not among:
+        return advice.precision, None, None
+    verdict, chosen, _, _ = _judge(among, reference, machine)
+    if chosen is None:  # inconclusive: says nothing either way
+        return advice.precision, None, None
+    if chosen.precision == advice.precision:
+        return advice.precision, True, None
+    ran = next((r for r in among if r.precision == advice.precision), None)
     if ran is None:
         found = f"this comparison did not measure {advice.precision}"
     else:
-        found = f"measured, {advice.precision} ran at {ran.speedup:.2f}x {REFERENCE}'s speed"
-    return advice.precision, f"the capability rule recommends {advice.precision} ({advice.reason}); {found}"
+        found = f"measured, {advice.precision} ran at {_speed_words(ran, _PACE)}"
+    measured = f"; {chosen.precision} is the one to train in among {', '.join((REFERENCE, *AMP_MODES))}"
+    return advice.precision, False, f"the capability rule recommends {advice.precision} ({advice.reason}); {found}" + (
+        measured if verdict == "recommended" else ""
+    )

@@ -21,21 +21,17 @@ def paired_ratio(values: dict[int, float], baseline: dict[int, float]) -> float 
 def ratio_interval(
     values: dict[int, float], baseline: dict[int, float], level: float = INTERVAL_LEVEL
 ) -> tuple[float, float] | None:
-    """Interval on mean(values) / mean(baseline) over the seeds both have (paired).
-
-    Delta method: the ratio's standard error is that of the residuals values - r x baseline,
-    divided by the baseline mean. None with fewer than two paired seeds."""
+    """Interval on mean(values) / mean(baseline) over the seeds both have (paired), on the log
+    scale: that ratio times exp(+-t x the standard error of the seeds' log ratios). A ratio of
+    positive quantities stays positive, however noisy the seeds, and nothing is clipped. None with
+    fewer than two paired seeds, or where a value is not positive."""
     seeds = sorted(values.keys() & baseline.keys())
-    if len(seeds) < 2:
+    middle = paired_ratio(values, baseline)
+    if len(seeds) < 2 or middle is None or not all(values[s] > 0 and baseline[s] > 0 for s in seeds):
         return None
-    a, b = [values[s] for s in seeds], [baseline[s] for s in seeds]
-    middle = statistics.fmean(a) / statistics.fmean(b)
-    residuals = [x - middle * y for x, y in zip(a, b, strict=True)]
-    error = statistics.stdev(residuals) / math.sqrt(len(seeds)) / statistics.fmean(b)
-    half = t_quantile(0.5 + level / 2, len(seeds) - 1) * error
-    # The delta method's interval is symmetric; a ratio of positive rates is not below 0, however
-    # noisy the seeds (a low end under 0 says "anything from nothing up").
-    return max(middle - half, 0.0), middle + half
+    logs = [math.log(values[s] / baseline[s]) for s in seeds]
+    half = t_quantile(0.5 + level / 2, len(seeds) - 1) * statistics.stdev(logs) / math.sqrt(len(seeds))
+    return middle * math.exp(-half), middle * math.exp(half)
 
 
 def mean_of(values: Iterable[float | None]) -> float | None:
@@ -50,7 +46,7 @@ def ratio(value: float | None, baseline: float | None) -> float | None:
 
 
 @cache
-def t_quantile(probability: float, degrees_of_freedom: int) -> float:
+def t_quantile(probability: float, degrees_of_freedom: float) -> float:
     # Student's t quantile from scipy.special: scipy.stats would cost seconds to import on every run.
     from scipy.special import stdtrit
 

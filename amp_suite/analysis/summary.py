@@ -18,10 +18,10 @@ fp32's (data_fingerprint, batch_order_hash) is "invalid" and judged by nothing. 
 declares a target, each row carries its time to it (analysis.time_to_target).
 
 Speedup is the ratio of mean throughputs over the seeds both sides finished (as parity is), so
-a seed that failed on one side can't tilt it. With two or more such seeds it comes with a 95%
-interval (delta method on the seed-paired ratio, Student's t): the seed-to-seed spread of the
-same machine, not a guarantee about other machines. Hosts pooled into one machine are averaged
-per seed first.
+a seed that failed on one side can't tilt it. Its 95% interval (analysis.speedup) comes from the
+windows of each seed's timed steps (paired window by window where the cells ran side by side) and
+from the seeds' spread: the same machine's variation, not a guarantee about other machines. Hosts
+pooled into one machine are averaged per seed first.
 
 DDP rows (records with a world size) also compare across the DDP axes, at the same machine,
 setup otherwise, and precision: scaling efficiency is throughput(N) / (N x throughput at world
@@ -42,11 +42,12 @@ from functools import cache
 
 from pydantic import TypeAdapter, ValidationError
 
-from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio, ratio_interval
+from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio
+from amp_suite.analysis.speedup import contrasts, interval
 from amp_suite.analysis.time_to_target import TimeToTarget, time_to_target
-from amp_suite.config import AUTO_BATCH, NOISY_SPREAD, ParityConfig, WorkloadConfig
+from amp_suite.config import AUTO_BATCH, ParityConfig, WorkloadConfig
 from amp_suite.config.matrix import LEGACY_PARITY_METHOD
-from amp_suite.config.precisions import BF16_BASELINE, REFERENCE, SPEED_BASELINES, TF32_BASELINE
+from amp_suite.config.precisions import BF16_BASELINE, REFERENCE, SPEED_BASELINES, TF32_BASELINE, precision_order
 from amp_suite.records.results import CellRecord
 
 BASELINE = REFERENCE  # the accuracy reference and the default speed baseline
@@ -144,6 +145,7 @@ class SummaryRow:
     peak_memory_mb: float | None
     speedup: float | None  # throughput / fp32 throughput
     speedup_interval: tuple[float, float] | None
+    side_by_side: bool  # every seed's speedup over fp32 came from windows measured side by side
     speedup_vs_tf32: float | None  # throughput / tf32 throughput
     speedup_vs_tf32_interval: tuple[float, float] | None
     speedup_vs_bf16: float | None  # throughput / bf16 throughput: the question fp8 answers
@@ -151,10 +153,12 @@ class SummaryRow:
     memory_ratio: float | None  # peak memory / fp32 peak memory
     max_batch: bool = False  # batch_sizes auto: each precision ran at the largest batch it fitted
     batch_vs_fp32: float | None = None  # max_batch: this precision's batch / fp32's (how much more AMP fits)
-    noisy: bool = False  # a seed's throughput varied beyond NOISY_SPREAD, or the speedup's interval is that wide
-    spread: float | None = None  # the wider of a seed's window spread and the interval's half-width, relative
+    noisy: bool = False  # a seed's throughput varied beyond NOISY_SPREAD across the windows of its timed steps
+    spread: float | None = None  # the widest such spread: (max - min) / median of a seed's windows
+    throughput_range: tuple[float, float] | None = None  # the slowest and fastest window of any seed, in `unit`
     throughput_stdev: float | None = None  # seed-to-seed sample standard deviation (two or more seeds), in `unit`
     throttled: bool = False  # the GPU slowed down for power or heat during a seed's timed steps (NVML)
+    throttle_reasons: tuple[str, ...] = ()  # NVML's reasons, over every seed
     energy_j_per_sample: float | None = None  # GPU energy per training sample, mean over seeds (NVML)
     power_w: float | None = None  # average GPU power during the timed steps, mean over seeds
     val_metric_name: str | None = None
@@ -253,12 +257,16 @@ def ddp_key(record: CellRecord) -> DdpKey | None:
 
 def summarize(records: Iterable[CellRecord], default_rule: ParityConfig | None = None) -> list[SummaryRow]:
     """`default_rule`: for records written before they carried their parity rule."""
-    groups: dict[GroupKey, list[CellRecord]] = {}
+    found: dict[GroupKey, list[CellRecord]] = {}
     ddp: dict[DdpKey, list[CellRecord]] = {}
     for record in records:
-        groups.setdefault(group_key(record), []).append(record)
+        found.setdefault(group_key(record), []).append(record)
         if (key := ddp_key(record)) is not None:
             ddp.setdefault(key, []).append(record)
+    # Comparisons in the order first seen, each one's modes in their declared order: the same rows
+    # whatever order the records were written in (side by side, cells end in any order).
+    comparisons = list(dict.fromkeys(key[:2] for key in found))
+    groups = dict(sorted(found.items(), key=lambda item: (comparisons.index(item[0][:2]), precision_order(item[0][2]))))
     rule = default_rule or ParityConfig()
     rows = [_row(key, group, groups, rule) for key, group in groups.items()]
     return [_with_ddp(row, group, ddp, rule) for row, group in zip(rows, groups.values(), strict=True)]
@@ -295,12 +303,12 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
     rates = _per_seed(group, "throughput", per_sample)
     memory = _per_seed(group, "peak_memory_mb")
     bases = {name: groups.get((machine, setup, name), []) for name in BASELINES}
-    base_rates = {name: _per_seed(base, "throughput", per_sample) for name, base in bases.items()}
-    tf32_rates, bf16_rates = base_rates[TF32_BASELINE], base_rates[BF16_BASELINE]
+    speedups = {name: _speedup(group, base, itself=name == precision) for name, base in bases.items()}
     fp32 = bases[BASELINE]
     ok = [r for r in group if r.status == "ok"]
     searched = group[0].config.get("batch_size") == AUTO_BATCH  # batch_sizes auto: each at its largest
     fp32_batch = mean_of(_per_seed(fp32, "batch_size").values())
+    windows = [w * per_sample for r in ok for w in r.throughput_windows]
     return SummaryRow(
         machine=machine,
         setup=setup,
@@ -322,18 +330,21 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         tflops=mean_of(_per_seed(group, "tflops").values()),
         mfu=mean_of(_per_seed(group, "mfu").values()),
         peak_memory_mb=mean_of(memory.values()),
-        speedup=paired_ratio(rates, base_rates[BASELINE]),
-        speedup_interval=None if precision == BASELINE else ratio_interval(rates, base_rates[BASELINE]),
-        speedup_vs_tf32=paired_ratio(rates, tf32_rates),
-        speedup_vs_tf32_interval=None if precision == TF32_BASELINE else ratio_interval(rates, tf32_rates),
-        speedup_vs_bf16=paired_ratio(rates, bf16_rates),
-        speedup_vs_bf16_interval=None if precision == BF16_BASELINE else ratio_interval(rates, bf16_rates),
+        speedup=speedups[BASELINE][0],
+        speedup_interval=speedups[BASELINE][1],
+        side_by_side=speedups[BASELINE][2],
+        speedup_vs_tf32=speedups[TF32_BASELINE][0],
+        speedup_vs_tf32_interval=speedups[TF32_BASELINE][1],
+        speedup_vs_bf16=speedups[BF16_BASELINE][0],
+        speedup_vs_bf16_interval=speedups[BF16_BASELINE][1],
         memory_ratio=ratio(mean_of(memory.values()), mean_of(_per_seed(fp32, "peak_memory_mb").values())),
         max_batch=searched,
         batch_vs_fp32=ratio(mean_of(_per_seed(group, "batch_size").values()), fp32_batch) if searched else None,
-        noisy=any(r.noisy for r in ok) or _wide(ratio_interval(rates, base_rates[BASELINE])),
-        spread=_spread(ok, ratio_interval(rates, base_rates[BASELINE])),
+        noisy=any(r.noisy for r in ok),
+        spread=max((r.throughput_spread for r in ok if r.throughput_spread is not None), default=None),
+        throughput_range=(min(windows), max(windows)) if windows else None,
         throttled=any(r.throttled for r in ok),
+        throttle_reasons=tuple(sorted({reason for r in ok for reason in r.throttle_reasons or ()})),
         energy_j_per_sample=mean_of(_per_seed(group, "energy_j_per_sample").values()),
         power_w=mean_of(_per_seed(group, "power_w").values()),
         val_metric_name=next((r.val_metric_name for r in group if r.val_metric_name), None),
@@ -342,6 +353,24 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         skipped_steps=mean_of([r.skipped_steps for r in ok]),
         **_against_fp32(precision, group, fp32, _rule(group + fp32, rule)),
     )
+
+
+def _speedup(
+    group: list[CellRecord], baseline: list[CellRecord], itself: bool = False
+) -> tuple[float | None, tuple[float, float] | None, bool]:
+    """Throughput over the baseline's, seed by seed (analysis.speedup), its interval (none for the
+    baseline against itself: 1x), and whether every seed's cells ran side by side."""
+    rates, base = _per_seed(group, "throughput"), _per_seed(baseline, "throughput")
+    value = paired_ratio(rates, base)
+    if itself:
+        return value, None, False
+    seeds = sorted(rates.keys() & base.keys())
+    found = [c for seed in seeds for c in contrasts(_ok_of_seed(group, seed), _ok_of_seed(baseline, seed))]
+    return value, interval(value, found), bool(found) and all(c.side_by_side for c in found)
+
+
+def _ok_of_seed(group: list[CellRecord], seed: int) -> list[CellRecord]:
+    return [r for r in group if r.status == "ok" and r.seed == seed and r.throughput is not None]
 
 
 def _against_fp32(precision: str, group: list[CellRecord], fp32: list[CellRecord], rule: ParityConfig):
@@ -434,33 +463,6 @@ def _unit_of(config_json: str) -> tuple[str, int]:
 
 
 _WORKLOAD = TypeAdapter(WorkloadConfig)
-
-
-def _wide(interval: tuple[float, float] | None) -> bool:
-    """An interval wider than NOISY_SPREAD either side of its middle."""
-    width = _relative_half_width(interval)
-    return width is not None and width > NOISY_SPREAD
-
-
-def _relative_half_width(interval: tuple[float, float] | None) -> float | None:
-    if interval is None:
-        return None
-    low, high = interval
-    middle = (low + high) / 2
-    return (high - low) / 2 / middle if middle > 0 else None
-
-
-def _spread(ok: list[CellRecord], interval: tuple[float, float] | None) -> float | None:
-    """How noisy a row is, as one figure: the widest of its seeds' throughput window spreads
-    ((max - min) / median) and its speedup interval's half-width relative to its middle."""
-    spreads = [r.throughput_spread for r in ok if r.throughput_spread is not None]
-    spreads += [width] if (width := _relative_half_width(interval)) is not None else []
-    return max(spreads) if spreads else None
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.fmean(present) if present else None
 
 
 def _status(group: list[CellRecord]) -> str:

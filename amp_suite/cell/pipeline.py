@@ -2,10 +2,10 @@
 data-parallel cell (amp_suite.cell.ddp.rank), written once.
 
 prepare -> the policy's matmul check -> step diagnostics -> cached blocks released -> warmup ->
-the timed steps (every instrument the record's schema names, and host CPU time, around them) ->
-evaluation -> the record's fields. A caller changes only what is its own: DDP wraps the trainer,
-starts the ranks' timed steps together, runs the diagnostics on rank 0, and adds its communication
-figures.
+the timed steps, in windows (every instrument the record's schema names, and host CPU time, around
+them; side by side, one window a turn: amp_suite.cell.turns) -> evaluation -> the record's fields.
+A caller changes only what is its own: DDP wraps the trainer, starts the ranks' timed steps
+together, runs the diagnostics on rank 0, and adds its communication figures.
 """
 
 from __future__ import annotations
@@ -20,10 +20,13 @@ import torch
 from torch import nn
 
 from amp_suite.cell import compilation
-from amp_suite.cell.convergence import Evaluations, target_fields, train_with_evaluations
+from amp_suite.cell.convergence import Evaluations, target_fields
 from amp_suite.cell.loop import Curves, Trainer
 from amp_suite.cell.precision import PrecisionPolicy, make_policy
+from amp_suite.cell.turns import ALONE, Turns, give, ready
+from amp_suite.cell.windows import train_timed
 from amp_suite.config import CellSpec
+from amp_suite.config.base import turns_before_timing, window_edges
 from amp_suite.data import DeviceBatches, batch_order, order_hash
 from amp_suite.instruments import Readings, TimedRegion, instrumented, region_instruments
 from amp_suite.instruments.diagnostics.dtype_audit import audit_step
@@ -31,8 +34,8 @@ from amp_suite.instruments.diagnostics.flops import count_step_flops
 from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
 from amp_suite.instruments.diagnostics.nonfinite import first_nonfinite_step
 from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
-from amp_suite.instruments.memory import release_cached_blocks
-from amp_suite.instruments.timers import HostCpuTime, Spread, StepStats, make_step_timer, step_stats
+from amp_suite.instruments.memory import held, release_cached_blocks
+from amp_suite.instruments.timers import HostCpuTime, Span, Spread, StepStats, make_step_timer, step_stats
 from amp_suite.workloads import Workload, build_workload
 from amp_suite.workloads.base import LoadedData
 
@@ -101,10 +104,12 @@ def measure_session(
     diagnose: bool = True,
     wrap: Callable[[Trainer], Trainer] | None = None,
     before_timed: Callable[[], None] | None = None,
+    turns: Turns = ALONE,
 ) -> Measured:
     """The pipeline over these batches. `world` devices train together (throughput, FLOP/s and
     the spread count all of their samples); `wrap` replaces the trainer after the diagnostics
-    (DDP's wrapped model); `before_timed` runs between warmup and the timed steps (DDP's barrier)."""
+    (DDP's wrapped model); `before_timed` runs between warmup and the timed steps (DDP's barrier);
+    `turns`: the device is shared with the other precisions of the comparison, a window at a time."""
     policy, model = session.policy, session.model
     matmul_dtype = policy.checked_matmul_dtype(device)
     # The diagnostics run the eager model: the same arithmetic, and nothing for the compiler to trace.
@@ -114,28 +119,38 @@ def measure_session(
     release_cached_blocks(device)
     trainer = session.trainer if wrap is None else wrap(session.trainer)
 
-    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, progress)
+    held_back = turns_before_timing(spec.warmup_steps) if turns.shared else 0
+    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, progress, held_back)
     if before_timed is not None:
         before_timed()
+    warmup = _concatenated(warmup, _first_turns(turns, trainer, batches, device, held_back))
     timer = make_step_timer(device, spec.steps)
     target = spec.workload.target
+    edges = window_edges(spec.steps)
 
     def evaluate() -> dict[str, float]:
         # The eager module holds the trained weights too; evaluating it spares a recompile for eval
         # mode and for the last, smaller batch.
         return session.workload.evaluate(model, session.data.validation, spec.batch_size, policy.forward_context)
 
+    def handover() -> None:
+        give(turns)
+        turns.take()
+
     # Every instrument the record's schema names (peak memory, the GPU's state), then the host's
-    # CPU clock innermost, so that it counts the steps and not the instruments' readings. Time to
-    # target's evaluations between runs of steps pause what can pause (convergence.py).
+    # CPU clock innermost, so that it counts the steps and not the instruments' readings. Between
+    # windows (another cell's turn) and for time to target's evaluations, what can pause does.
     with instrumented(device, REGION_INSTRUMENTS) as readings, HostCpuTime() as host_cpu:
-        measured, evaluations = train_with_evaluations(
-            trainer, batches, spec.steps, timer, lambda n: progress("measure", n, spec.steps),
-            every=None if target is None else target.eval_every,
+        measured, evaluations = train_timed(
+            trainer, batches, timer, lambda n: progress("measure", n, spec.steps),
+            edges=edges, every=None if target is None else target.eval_every,
             evaluate=lambda: evaluate()[session.workload.primary_metric],
-            paused=lambda: _evaluation_pause(device, readings, host_cpu),
+            paused=lambda: _between_steps(device, readings, host_cpu), handover=handover, rewarm=turns.shared,
         )  # fmt: skip
         times_ms, span_s = timer.read()  # synchronises once
+    give(turns)
+    turns.finish()  # no evaluation while another cell of the comparison times its steps
+    timed = timer.timed_steps  # side by side, each turn's first step is trained but not timed
     stats = step_stats(times_ms)
     loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
     progress("evaluate", 0, 1)
@@ -143,18 +158,19 @@ def measure_session(
     flops = diagnostics.get("flops_per_step")
     fields = {
         **diagnostics,
-        "throughput": world * spec.batch_size * spec.steps / span_s,  # every device's samples
-        "host_cpu_ms_per_step": host_cpu.seconds * 1e3 / spec.steps,
+        "throughput": world * spec.batch_size * timed / span_s,  # every device's samples
+        "host_cpu_ms_per_step": host_cpu.seconds * 1e3 / timed,
+        "untimed_steps": spec.steps - timed,
         "warmup_s": warmup_s,
         "host_syncs_per_step": host_syncs,
         # MFU divides FLOP/s by world size x one device's peak: the devices' together, as throughput.
-        "tflops": None if flops is None else world * flops * spec.steps / span_s / 1e12,
-        **timed_fields(stats, Spread.of(times_ms, world * spec.batch_size)),
+        "tflops": None if flops is None else world * flops * timed / span_s / 1e12,
+        **timed_fields(stats, Spread.of(timer.spans, edges, world * spec.batch_size)),
         **trained_fields(session, loss_curve, validation),
-        **evaluation_fields(session, spec, evaluations, timer.spans_s, validation),
+        **evaluation_fields(session, spec, evaluations, timer.spans, validation),
         "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
         "batch_order_hash": order_hash(batches.order.cpu()),
-        **readings.fields(TimedRegion(spec.steps, spec.batch_size)),  # this device and its own samples
+        **readings.fields(TimedRegion(timed, spec.batch_size)),  # this device and its own samples
         **policy.telemetry(),
     }
     return Measured(fields, warmup, measured, trainer, stats)
@@ -220,14 +236,14 @@ def trained_fields(session: Session, loss_curve: list[float], validation: dict[s
 
 
 def evaluation_fields(
-    session: Session, spec: CellSpec, evaluations: Evaluations, spans_s: list[float], validation: dict[str, float]
+    session: Session, spec: CellSpec, evaluations: Evaluations, spans: list[Span], validation: dict[str, float]
 ) -> dict[str, Any]:
     """Time to target: the evaluation curve, its cost, and the declared target's crossing."""
     target = spec.workload.target
     if target is None:
         return {}
     workload = session.workload
-    curve = evaluations.curve(spans_s, spec.warmup_steps, spec.steps, validation[workload.primary_metric])
+    curve = evaluations.curve(spans, spec.warmup_steps, spec.steps, validation[workload.primary_metric])
     return {
         "eval_every": target.eval_every,
         "eval_curve": curve,
@@ -237,9 +253,10 @@ def evaluation_fields(
 
 
 @contextmanager
-def _evaluation_pause(device: torch.device, readings: Readings, host_cpu: HostCpuTime) -> Iterator[None]:
-    """An evaluation between runs of timed steps, left out of the instruments that can pause. On a
-    GPU the steps already queued finish first: their time and energy are the training's."""
+def _between_steps(device: torch.device, readings: Readings, host_cpu: HostCpuTime) -> Iterator[None]:
+    """An evaluation, or another cell's turn, between runs of timed steps: left out of the
+    instruments that can pause. On a GPU the steps already queued finish first: their time and
+    energy are the training's, and the device is idle when another cell takes its turn."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     with readings.paused(), host_cpu.paused():
@@ -247,22 +264,46 @@ def _evaluation_pause(device: torch.device, readings: Readings, host_cpu: HostCp
 
 
 def warm_up(
-    trainer: Trainer, batches: DeviceBatches, spec: CellSpec, device: torch.device, progress: Progress
+    trainer: Trainer,
+    batches: DeviceBatches,
+    spec: CellSpec,
+    device: torch.device,
+    progress: Progress,
+    held_back: int = 0,
 ) -> tuple[Curves, int | None, float]:
-    """The warmup steps: (their losses and gradient norms, host syncs per step, seconds). The last
-    one counts host syncs, once first-step work (cuDNN tuning, lazy optimizer state) is done."""
+    """The warmup steps but the last `held_back` (side by side, they run in a round of turns):
+    (their losses and gradient norms, host syncs per step, seconds). The last one counts host
+    syncs, once first-step work (cuDNN tuning, lazy optimizer state) is done."""
     clock = time.perf_counter()
-    counted = min(1, spec.warmup_steps)
-    first = trainer.run(
-        batches, spec.warmup_steps - counted, on_step=lambda n: progress("warmup", n, spec.warmup_steps)
-    )
+    steps = spec.warmup_steps - held_back
+    counted = min(1, steps)
+    first = trainer.run(batches, steps - counted, on_step=lambda n: progress("warmup", n, spec.warmup_steps))
     with count_host_syncs(device, trainer.optimizer) as syncs:
         last = trainer.run(batches, counted)
-    progress("warmup", spec.warmup_steps, spec.warmup_steps)
+    progress("warmup", steps, spec.warmup_steps)
     if device.type == "cuda":
         torch.cuda.synchronize(device)  # warmup work must not spill into the measured region
-    curves = (torch.cat([first[0], last[0]]), torch.cat([first[1], last[1]]))
-    return curves, syncs.count if counted else None, time.perf_counter() - clock
+    return _concatenated(first, last), syncs.count if counted else None, time.perf_counter() - clock
+
+
+def _first_turns(
+    turns: Turns, trainer: Trainer, batches: DeviceBatches, device: torch.device, held_back: int
+) -> Curves:
+    """Ready, then the turn for the warmup steps kept back (side by side: a round of turns before
+    any is timed), then the turn for the first window; the kept-back steps' curves."""
+    ready(turns, held(device))
+    turns.take()
+    curves = trainer.run(batches, held_back)
+    if held_back:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        give(turns)
+        turns.take()
+    return curves
+
+
+def _concatenated(first: Curves, then: Curves) -> Curves:
+    return torch.cat([first[0], then[0]]), torch.cat([first[1], then[1]])
 
 
 def first_bad_step(policy: PrecisionPolicy, warmup: Curves, measured: Curves) -> int | None:

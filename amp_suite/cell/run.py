@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -21,6 +22,7 @@ from amp_suite.cell.pipeline import (
     prepare,
 )
 from amp_suite.cell.precision import PrecisionPolicy, make_policy
+from amp_suite.cell.turns import ALONE, Turns
 from amp_suite.config import CellSpec
 from amp_suite.hardware import environment
 from amp_suite.hardware.machine import Machine
@@ -34,10 +36,13 @@ from amp_suite.records.results import CellRecord, describe_error, utc_now
 Probed = Callable[[dict[str, Any]], None]  # the record fields that say where the cell runs
 
 
-def run_cell(spec: CellSpec, progress: Progress = no_progress, probed: Probed | None = None) -> CellRecord:
+def run_cell(
+    spec: CellSpec, progress: Progress = no_progress, probed: Probed | None = None, turns: Turns = ALONE
+) -> CellRecord:
     """Never raises for a cell's own failure: it comes back as status "failed" with the error, or
     "oom" when the batch did not fit in device memory. `probed` is told the machine as soon as it
-    is known, so that a cell killed later is still recorded under the machine it ran on."""
+    is known, so that a cell killed later is still recorded under the machine it ran on. `turns`:
+    the cell takes turns on the device with the other precisions of its comparison."""
     started, clock = utc_now(), time.perf_counter()
     device = torch.device(spec.device)
     fields: dict[str, Any] = {"started_at": started}
@@ -55,7 +60,7 @@ def run_cell(spec: CellSpec, progress: Progress = no_progress, probed: Probed | 
         if unsupported and not spec.force:
             return CellRecord.for_spec(spec, "skipped", unsupported, **fields)
         with policy.numerics() as fp32_math, cudnn_autotune(device):
-            fields.update(_measure_for(spec)(spec, device, progress), fp32_math=fp32_math)
+            fields.update(_measure_for(spec, turns)(spec, device, progress), fp32_math=fp32_math)
         fields.update(utilisation(caps.type, caps.name, spec.precision, fields["tflops"], spec.gpus))
         status, reason = "ok", f"forced despite: {unsupported}" if unsupported else None
         if fields.get("nonfinite_step") is not None:
@@ -83,18 +88,19 @@ def unsupported_axes(spec: CellSpec, device: torch.device) -> str | None:
     return compilation.unsupported_reason(device, spec.compile)
 
 
-def _measure_for(spec: CellSpec) -> Callable[[CellSpec, torch.device, Progress], dict[str, Any]]:
-    """A data-parallel cell is measured by its ranks, each a process of its own (amp_suite.cell.ddp)."""
+def _measure_for(spec: CellSpec, turns: Turns) -> Callable[[CellSpec, torch.device, Progress], dict[str, Any]]:
+    """A data-parallel cell is measured by its ranks, each a process of its own (amp_suite.cell.ddp),
+    and never side by side: it holds devices of its own."""
     if spec.ddp is None:
-        return measure
+        return partial(measure, turns=turns)
     from amp_suite.cell.ddp.launch import measure_ddp
 
     return measure_ddp
 
 
-def measure(spec: CellSpec, device: torch.device, progress: Progress) -> dict[str, Any]:
+def measure(spec: CellSpec, device: torch.device, progress: Progress, turns: Turns = ALONE) -> dict[str, Any]:
     session = prepare(spec, device)
-    timed = measure_session(session, session.batches, spec, device, progress)
+    timed = measure_session(session, session.batches, spec, device, progress, turns=turns)
     return {**timed.fields, **check_finite(spec, device, session.policy, timed.warmup, timed.measured, progress)}
 
 

@@ -185,14 +185,15 @@ ACCURACY_STYLE = {"kept": "", "at risk": "yellow", "lost": "red", "not compared"
 
 
 def print_answer(console: Console, answers: Sequence[Answer], labels: dict[str, str]) -> None:
-    """The answer, per machine: a line per comparison; where accuracy is at risk or lost, in colour."""
+    """The answer, per machine: a line per comparison; where it is inconclusive, or accuracy is at risk
+    or lost, in colour."""
     several_matrices = len({a.matrix for a in answers}) > 1
     for machine in dict.fromkeys(a.machine for a in answers):
         console.print(f"[bold]The answer on {plain(labels.get(machine, machine))}:[/]", highlight=False)
         for a in (a for a in answers if a.machine == machine):
             matrix = f", {a.matrix}" if several_matrices else ""
             where = plain(f"{a.workload} (batch {a.batch}, {a.variant}{matrix})")
-            style = ACCURACY_STYLE[a.accuracy]
+            style = "yellow" if a.verdict == "inconclusive" else ACCURACY_STYLE[a.accuracy]
             sentence = f"[{style}]{plain(a.sentence)}[/]" if style else plain(a.sentence)
             console.print(f"  [bold]{where}[/]: {sentence}", highlight=False)
             if a.rule_disagrees:

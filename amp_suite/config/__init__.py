@@ -7,7 +7,16 @@ the schema accepts is one the suite can run: sizes are bounded, floats finite, n
 file names, and error messages never echo unbounded input.
 """
 
-from amp_suite.config.base import AUTO_BATCH, NOISY_SPREAD, PRECISIONS, ConfigError, Device, Precision, Status
+from amp_suite.config.base import (
+    AUTO_BATCH,
+    NOISY_SPREAD,
+    PRECISIONS,
+    WINDOWS,
+    ConfigError,
+    Device,
+    Precision,
+    Status,
+)
 from amp_suite.config.ddp import COMM_HOOKS, DdpCell, DdpConfig
 from amp_suite.config.loading import describe_validation_error, load_matrix, read_matrix_text
 from amp_suite.config.matrix import CellSpec, Expectation, Matrix, ParityConfig
@@ -24,6 +33,6 @@ from amp_suite.config.workloads import (
 __all__ = [
     "AUTO_BATCH", "COMM_HOOKS", "NOISY_SPREAD", "PRECISIONS", "WORKLOADS", "CellSpec", "ConfigError", "DataConfig",
     "DdpCell", "DdpConfig", "Device", "Expectation", "MLPConfig", "Matrix", "ParityConfig", "Precision",
-    "ResNetConfig", "Status", "TargetConfig", "TransformerConfig", "WorkloadConfig",
+    "ResNetConfig", "Status", "TargetConfig", "TransformerConfig", "WINDOWS", "WorkloadConfig",
     "describe_validation_error", "load_matrix", "read_matrix_text",
 ]  # fmt: skip

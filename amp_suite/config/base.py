@@ -47,6 +47,26 @@ MAX_SEED = 2**32 - 1
 # A cell whose throughput varied more than this across windows of its timed steps ((max - min) /
 # median), or a speedup whose 95% interval is wider than this either side, is flagged "noisy".
 NOISY_SPREAD = 0.10
+# The timed steps are measured in this many windows of consecutive steps: each window's throughput
+# is one observation of the cell's speed (its spread, and a speedup's interval with a single seed),
+# and side by side the windows are the turns the cells of a comparison take (execution.side_by_side).
+# Even, so that turns taken in one order and then in the reverse one balance out.
+WINDOWS = 6
+
+
+def turns_before_timing(warmup_steps: int) -> int:
+    """Side by side, the warmup steps each cell keeps back for a round of turns before its first
+    timed window (half, rounded down): whichever cell times first then starts from the machine the
+    others leave, not from seconds of idling while they prepared."""
+    return warmup_steps // 2
+
+
+def window_edges(steps: int, windows: int = WINDOWS) -> list[int]:
+    """Where each window of the timed steps begins, then the end: [0, 10, 20, ..., steps]. Fewer
+    windows than asked where there are fewer steps (two at least in each: side by side, a turn's
+    first step is not timed); the windows differ by at most one step."""
+    count = max(1, min(windows, steps // 2))
+    return [round(index * steps / count) for index in range(count + 1)]
 
 
 # A batch size, or "auto": the largest batch that fits, searched per precision (amp_suite.execution.batch_search).

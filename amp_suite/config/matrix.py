@@ -142,6 +142,11 @@ class Matrix(FrozenModel):
         max_length=64,
         description="GPU types, as Ray names them (A100, H100): with --ray the matrix runs once on each",
     )
+    side_by_side: bool = Field(
+        True,
+        description="the precisions of a comparison take turns on the device, window by window of their timed"
+        " steps, so that a machine that changes speed changes it for all of them (README: What is measured)",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self):
@@ -175,6 +180,9 @@ class Matrix(FrozenModel):
         return self.model_copy(update={"workloads": kept, "precisions": modes, "expect": expect})
 
     def cells(self, device: Device, force: bool = False) -> list[CellSpec]:
+        """Every precision of one comparison back to back, in the matrix's order for the first seed
+        and in the reverse order for the next: cells that run one after another then balance a
+        machine's drift over pairs of seeds (side by side, the order of their turns does so too)."""
         seeds = [self.seed + r for r in range(self.repeats)]
         return [
             CellSpec(
@@ -196,11 +204,11 @@ class Matrix(FrozenModel):
             for machine in self.machines or [None]  # a Ray fleet runs the whole matrix on each type
             for w in self.workloads
             for bs in w.batch_sizes
-            for seed in seeds
+            for index, seed in enumerate(seeds)
             for mode in w.compile or self.compile  # a workload's own list wins over the matrix's
             for layout in w.layouts(self.channels_last)
             for ddp in w.ddp_cells()
-            for p in self.precisions
+            for p in (self.precisions if index % 2 == 0 else self.precisions[::-1])
         ]
 
 

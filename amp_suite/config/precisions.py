@@ -51,6 +51,11 @@ UNSCALED_AMP_MODES = tuple(name for name in AMP_MODES if not MODE_BY_NAME[name].
 CONTROLS = tuple(mode.name for mode in MODES if mode.control)
 
 
+def precision_order(precision: str) -> int:
+    """Where a mode sorts in tables: the order the modes are declared in; unknown ones last."""
+    return PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS)
+
+
 def scaled_counterpart(name: str) -> str | None:
     """For a control without loss scaling, the mode that is the same math with GradScaler."""
     mode = MODE_BY_NAME[name]

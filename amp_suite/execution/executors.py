@@ -17,7 +17,7 @@ from typing import Protocol
 from amp_suite.config import CellSpec
 from amp_suite.execution.fleet import Fleet, capacity, machine_types, slots
 from amp_suite.execution.scheduler import cuda_visible, threads_per_cell
-from amp_suite.execution.worker import UNPLACED, Context, Placement, cell_context, run_isolated
+from amp_suite.execution.worker import UNPLACED, Context, Placement, Seat, cell_context, run_isolated
 from amp_suite.records.results import CellRecord
 
 Progress = Callable[[str, int, int], None]
@@ -30,7 +30,9 @@ class Executor(Protocol):
 
     def prepare(self, cells: Sequence[CellSpec]) -> list[str] | None: ...
     def unrunnable(self, spec: CellSpec) -> str | None: ...
-    def runner(self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None) -> RunOne: ...
+    def runner(
+        self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None, seat: Seat | None = None
+    ) -> RunOne: ...
     def where(self, held: tuple[str, ...]) -> str: ...
     def close(self) -> None: ...
 
@@ -58,13 +60,16 @@ class OnThisBox:
             return f"needs {spec.gpus} GPUs; --gpus gave {len(self.devices)}"
         return None
 
-    def runner(self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None) -> RunOne:
+    def runner(
+        self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None, seat: Seat | None = None
+    ) -> RunOne:
+        """`seat`: the cell takes turns with the other cells of its comparison (execution.side_by_side)."""
         context = self.context
         assert context is not None, "prepare() first"
         placement = Placement(",".join(cuda_visible(index) for index in held), self.threads) if held else UNPLACED
 
         def run(cell: CellSpec, progress: Progress) -> CellRecord:
-            return run_isolated(context, cell, log, progress, placement=placement, cancelled=cancelled)
+            return run_isolated(context, cell, log, progress, placement=placement, cancelled=cancelled, seat=seat)
 
         return run
 
@@ -99,8 +104,10 @@ class OnFleet:
             return "the Ray cluster has no room for it (too few GPUs or CPUs in all)"
         return None
 
-    def runner(self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None) -> RunOne:
-        return lambda cell, progress: self.fleet.run(cell, log, cancelled)
+    def runner(
+        self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None, seat: Seat | None = None
+    ) -> RunOne:
+        return lambda cell, progress: self.fleet.run(cell, log, cancelled)  # no seats: cells hold nodes of their own
 
     def where(self, held: tuple[str, ...]) -> str:
         return "on Ray"

@@ -4,9 +4,10 @@ The caller holds the run directory's lock, so any invocation still open in invoc
 belongs to a process that is gone: the runner records it as killed and has the tracker close
 the runs it left open. Records go to results.jsonl first, then to the tracker.
 
-Cells run one after another, or concurrently through the scheduler on the box's GPUs (`--gpus`)
-or a Ray fleet (`--ray`); either way every record, tracker call and line on the terminal comes
-from this thread.
+On this box, the precisions of one comparison run side by side, taking turns on the device window
+by window (amp_suite.execution.side_by_side), and comparisons one after another; with `--gpus` or
+a Ray fleet (`--ray`) cells run concurrently through the scheduler, one after another on each
+device. Either way every record, tracker call and line on the terminal comes from this thread.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from amp_suite.execution import batch_search
 from amp_suite.execution.batch_search import search_batch
 from amp_suite.execution.executors import Executor, OnThisBox, Progress, RunOne
 from amp_suite.execution.scheduler import Scheduler
+from amp_suite.execution.side_by_side import SideBySide, comparisons, why_alone
 from amp_suite.records.invocations import Ending, InvocationStarted, new_id
 from amp_suite.records.jsonl import LineWriteError
 from amp_suite.records.results import BatchSearch, CellRecord, describe_error
@@ -113,19 +115,27 @@ class MatrixRunner:
 
     def _run_cells(self, todo: list[CellSpec], invocation_id: str) -> list[CellRecord]:
         slots = self.executor.prepare(todo)
-        if slots is None:  # one at a time, in this thread
-            done = []
-            for spec in todo:
+        if slots is not None:
+            return self._run_concurrently(todo, invocation_id, slots)
+        done = []
+        for cells in comparisons(todo):
+            alone = why_alone(cells, self.matrix, shared=False)
+            if len(cells) > 1 and alone is None:
+                done += self._run_side_by_side(cells, invocation_id)
+                continue
+            for spec in cells:  # one at a time, in this thread
                 ids = self._start(spec)
                 run = self.executor.runner(self.directory.log_path(spec.cell_id), (), None)
                 record = self._measure(spec, run, partial(self.display.cell_progress, spec))
+                record = record.updated(ran_alone=alone) if len(cells) > 1 else record
                 done.append(self._finish(record, ids, invocation_id))
-            return done
-        return self._run_concurrently(todo, invocation_id, slots)
+        return done
 
     def _run_concurrently(self, todo: list[CellSpec], invocation_id: str, slots: list[str]) -> list[CellRecord]:
         ids: dict[str, tuple[str, str | None]] = {}
         done: dict[str, CellRecord] = {}
+        alone = {spec.cell_id: why_alone(cells, self.matrix, shared=True)
+                 for cells in comparisons(todo) if len(cells) > 1 for spec in cells}  # fmt: skip
 
         def start(spec: CellSpec, held: tuple[str, ...] = ()) -> None:
             ids[spec.cell_id] = self._start(spec, self.executor.where(held) if held else None)
@@ -135,7 +145,7 @@ class MatrixRunner:
 
         def launch(spec: CellSpec, held: tuple[str, ...], cancelled: threading.Event, progress: Progress):
             run = self.executor.runner(self.directory.log_path(spec.cell_id), held, cancelled)
-            return self._measure(spec, run, progress)
+            return self._measure(spec, run, progress).updated(ran_alone=alone.get(spec.cell_id))
 
         reasons = {spec.cell_id: self.executor.unrunnable(spec) for spec in todo}
         for spec in todo:
@@ -145,6 +155,39 @@ class MatrixRunner:
         runnable = [spec for spec in todo if not reasons[spec.cell_id]]
         Scheduler(slots).run(runnable, start, launch, finish, self.display.cell_progress)
         return [done[spec.cell_id] for spec in todo]
+
+    def _run_side_by_side(self, cells: list[CellSpec], invocation_id: str) -> list[CellRecord]:
+        """One comparison's cells, taking turns on the device (execution.side_by_side): each waits
+        in a thread of its own for its seat, or, where it has none, to run alone after the others."""
+        comparison = SideBySide(cells)
+        index = {spec.cell_id: i for i, spec in enumerate(cells)}
+        ids: dict[str, tuple[str, str | None]] = {}
+        done: dict[str, CellRecord] = {}
+        group_id = new_id()
+
+        def start(spec: CellSpec, held: tuple[str, ...]) -> None:
+            ids[spec.cell_id] = self._start(spec)
+
+        def finish(spec: CellSpec, record: CellRecord) -> None:
+            done[spec.cell_id] = self._finish(record, ids.pop(spec.cell_id), invocation_id)
+
+        def launch(spec: CellSpec, held: tuple[str, ...], cancelled: threading.Event, progress: Progress):
+            i, log = index[spec.cell_id], self.directory.log_path(spec.cell_id)
+            record = None
+            if comparison.admit(i, cancelled):
+                record = self.executor.runner(log, (), cancelled, comparison.seat(i))(spec, progress)
+            alone = comparison.alone(i, record.status if record else "refused")
+            if alone is None:
+                paired = comparison.paired(i)
+                return record.updated(side_by_side_id=group_id if paired else None, turn_order=paired)
+            comparison.wait_over(cancelled)
+            with comparison.alone_lock:
+                record = self.executor.runner(log, (), cancelled)(spec, progress)
+            return record.updated(ran_alone=alone)
+
+        seats = [f"seat-{i}" for i in range(len(cells))]
+        Scheduler(seats).run(cells, start, launch, finish, self.display.cell_progress)
+        return [done[spec.cell_id] for spec in cells]
 
     def _start(self, spec: CellSpec, where: str | None = None) -> tuple[str, str | None]:
         """(the record's id, its tracker run's id)."""

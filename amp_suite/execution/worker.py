@@ -10,6 +10,8 @@ leaves a cell occupying the device.
 
 A cell may be placed: given the GPUs it alone sees (CUDA_VISIBLE_DEVICES, set in the child before
 CUDA starts) and its share of the CPU threads, when several cells run at once (amp_suite.execution.scheduler).
+A cell may take a seat side by side with the other precisions of its comparison: a second pipe
+then carries the run's word down to it, when it may run a window (amp_suite.execution.side_by_side).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import asdict, dataclass
 from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Protocol
 
 from amp_suite.config import CellSpec
 from amp_suite.records.jsonl import LineWriteError, json_safe
@@ -48,6 +51,15 @@ class Placement:
 
 
 UNPLACED = Placement()  # the whole box: every GPU, every core
+
+
+class Seat(Protocol):
+    """A cell's place side by side with the other cells of its comparison (execution.side_by_side):
+    what the cell says on its pipe, passed on. `down` is the pipe that carries the run's word to it."""
+
+    def ready(self, memory: dict[str, float], down: Connection) -> None: ...
+    def turn_done(self) -> None: ...
+    def left(self) -> None: ...
 
 
 class Cancelled(Exception):
@@ -74,19 +86,23 @@ def run_isolated(
     target: Callable[[str, Connection, str, dict], None] | None = None,
     placement: Placement = UNPLACED,
     cancelled: threading.Event | None = None,
+    seat: Seat | None = None,
 ) -> CellRecord:
     """Run the cell in a child process; `target` replaces the child's entry point in tests.
     `cancelled`: for a cell run from a thread (the main thread gets signals, this one does not):
-    once set, the cell is stopped and Cancelled raised."""
+    once set, the cell is stopped and Cancelled raised. `seat`: the cell takes turns with others."""
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # the run folder was removed or replaced under the run: stop it as a failed write
         raise LineWriteError(exc.errno, f"cannot create {log_path.parent}: {exc.strerror}") from exc
     reader, writer = context.Pipe(duplex=False)
-    args = (spec.model_dump_json(), writer, str(log_path), asdict(placement))
+    down, down_writer = context.Pipe(duplex=False) if seat is not None else (None, None)
+    args = (spec.model_dump_json(), writer, str(log_path), asdict(placement), down)
     process = context.Process(target=target or _child_main, args=args)
     process.start()
     writer.close()  # the child holds the only writer now, so its exit means EOF here
+    if down is not None:
+        down.close()
     record, probed = None, {}
     try:
         while True:
@@ -98,6 +114,10 @@ def run_isolated(
                 on_progress(*payload)
             elif kind == "probed":
                 probed = json.loads(payload)
+            elif kind == "ready" and seat is not None:
+                seat.ready(payload, down_writer)
+            elif kind == "turn" and seat is not None:
+                seat.turn_done()
             else:
                 record = CellRecord.model_validate_json(payload)
         process.join()
@@ -109,6 +129,9 @@ def run_isolated(
                 process.kill()
                 process.join()
         reader.close()
+        if seat is not None:
+            seat.left()  # its turns, if any are left, pass to the others
+            down_writer.close()
     if record is None:
         logged = log_path.exists() and log_path.stat().st_size > 0
         where = f"see {log_path}" if logged else "it died before writing its log: see the suite's own output"
@@ -131,6 +154,30 @@ def _exit_description(code: int | None) -> str:
         hint = ", often the out-of-memory killer" if -code == signal.SIGKILL else ""
         return f"killed by {name}{hint}"
     return f"exit code {code}"
+
+
+class _PipeTurns:
+    """A cell's turns side by side (amp_suite.cell.turns.Turns), over its pipes: what it says goes
+    up the pipe of its progress and record, the run's word to go on comes down a pipe of its own."""
+
+    shared = True
+
+    def __init__(self, up: Connection, down: Connection) -> None:
+        self.up, self.down = up, down
+        self.window = 0
+
+    def ready(self, memory: dict[str, float]) -> None:
+        self.up.send(("ready", memory))
+
+    def take(self) -> None:
+        self.down.recv()  # blocks, without spinning: the device is another cell's
+
+    def give(self) -> None:
+        self.up.send(("turn", self.window))
+        self.window += 1
+
+    def finish(self) -> None:
+        self.down.recv()
 
 
 class _ThrottledProgress:
@@ -164,7 +211,9 @@ def _place(placement: dict) -> None:
         torch.set_num_threads(placement["threads"])
 
 
-def _child_main(spec_json: str, connection: Connection, log_path: str, placement: dict) -> None:
+def _child_main(
+    spec_json: str, connection: Connection, log_path: str, placement: dict, down: Connection | None = None
+) -> None:
     # Stopped by the parent (an interrupted run) or with it: exit through Python, so that what
     # the cell registered with multiprocessing's resource tracker is released, not reported leaked.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -178,10 +227,12 @@ def _child_main(spec_json: str, connection: Connection, log_path: str, placement
     sys.stderr = open(2, "w", buffering=1, closefd=False)
 
     from amp_suite.cell.run import run_cell  # preloaded in the forkserver: no import cost here
+    from amp_suite.cell.turns import ALONE
 
     def probed(where: dict) -> None:
         connection.send(("probed", json.dumps(json_safe(where))))
 
-    record = run_cell(CellSpec.model_validate_json(spec_json), _ThrottledProgress(connection), probed)
+    turns = ALONE if down is None else _PipeTurns(connection, down)
+    record = run_cell(CellSpec.model_validate_json(spec_json), _ThrottledProgress(connection), probed, turns)
     connection.send(("record", record.model_dump_json()))
     connection.close()

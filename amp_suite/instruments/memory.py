@@ -44,6 +44,29 @@ class PeakMemory:
                 "peak_memory_kind": self.kind}  # fmt: skip
 
 
+def held(device: torch.device) -> dict[str, float]:
+    """What this process holds on its device now, and what the device has left, in MB: whether
+    another cell of the same size fits beside it (amp_suite.execution.side_by_side). CUDA: the
+    allocator's reserved memory (its peak, once the cell has trained) and the driver's free memory;
+    CPU: the resident set and the memory Linux can give without swapping."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return {"held_mb": torch.cuda.memory_reserved(device) / 2**20, "free_mb": free / 2**20}
+    return {"held_mb": _proc_kb(Path("/proc/self/status"), "VmRSS:") / 1024,
+            "free_mb": _proc_kb(Path("/proc/meminfo"), "MemAvailable:") / 1024}  # fmt: skip
+
+
+def _proc_kb(path: Path, key: str) -> float:
+    """A "Key:   123 kB" line of a /proc file; 0 where there is none."""
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith(key):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return 0.0
+
+
 def release_cached_blocks(device: torch.device) -> None:
     """Return the CUDA caching allocator's unused blocks to the driver. Its reserved peak, once
     reset, starts from what is reserved at that moment: call this before the warmup, after work

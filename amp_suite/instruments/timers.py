@@ -26,24 +26,36 @@ class StepStats:
     stdev_ms: float
 
 
-WINDOWS = 5  # the timed steps are split into this many windows to see how steady throughput was
+@dataclass(frozen=True)
+class Span:
+    """A run of consecutive timed steps: work between two runs (an evaluation, a turn handed over)
+    is in none."""
+
+    first: int  # the run's first step, counted among the steps trained since the timed region began
+    end: int  # one past its last step
+    seconds: float  # from its first step's start to its last step's end
+
+    @property
+    def steps(self) -> int:
+        return self.end - self.first
 
 
 @dataclass(frozen=True)
 class Spread:
-    windows: list[float]  # throughput (samples/s) of consecutive windows of the timed steps
+    windows: list[float]  # throughput (samples/s) of each window of the timed steps
     spread: float | None  # (max - min) / median of the windows; None with fewer than 2 windows
     noisy: bool
 
     @classmethod
-    def of(cls, times_ms: list[float], batch_size: int, windows: int = WINDOWS) -> Spread:
-        count = min(windows, len(times_ms))
-        edges = [round(i * len(times_ms) / count) for i in range(count + 1)] if count else [0]
-        rates = [
-            batch_size * (end - start) / (sum(times_ms[start:end]) / 1000)
-            for start, end in zip(edges, edges[1:], strict=False)
-            if sum(times_ms[start:end]) > 0
-        ]
+    def of(cls, spans: list[Span], edges: list[int], samples_per_step: int) -> Spread:
+        """Each window's rate over the spans that begin in it: the timed steps' own time, as
+        throughput counts it, without the pauses between runs."""
+        rates = []
+        for start, end in zip(edges, edges[1:], strict=False):
+            inside = [span for span in spans if start <= span.first < end]
+            seconds = sum(span.seconds for span in inside)
+            if seconds > 0:
+                rates.append(samples_per_step * sum(span.steps for span in inside) / seconds)
         if len(rates) < 2:
             return cls(rates, None, False)
         spread = (max(rates) - min(rates)) / statistics.median(rates)
@@ -63,24 +75,45 @@ def step_stats(times_ms: list[float]) -> StepStats:
 
 
 class _Segments:
-    """The timed steps as runs of consecutive steps: work between two runs (an evaluation) is in no
-    span. `split()` ends a run; `spans_s` holds each run's span once the timer is read."""
+    """The timed steps as runs of consecutive steps: work between two runs (an evaluation, a turn
+    handed over) is in no span. `split()` ends a run; `skip()` counts a step trained outside the
+    timer (a turn's first step, side by side), so that spans say which trained steps they hold;
+    `spans` holds each run once the timer is read."""
 
     def __init__(self) -> None:
-        self._starts = [0]  # the first step of each run
-        self.spans_s: list[float] = []
+        self._trained: list[int] = []  # each timed step's place among the steps trained
+        self._next = 0  # the place of the next step trained, timed or not
+        self._breaks: set[int] = set()  # timed steps that begin a run
+        self.spans: list[Span] = []
+
+    @property
+    def spans_s(self) -> list[float]:
+        return [span.seconds for span in self.spans]
+
+    @property
+    def timed_steps(self) -> int:
+        return len(self._trained)
 
     def split(self) -> None:
-        if self._steps() > self._starts[-1]:
-            self._starts.append(self._steps())
+        self._breaks.add(len(self._trained))
 
-    def _steps(self) -> int:
-        raise NotImplementedError
+    def skip(self) -> None:
+        self._next += 1
+        self.split()
+
+    def _count(self) -> None:
+        self._trained.append(self._next)
+        self._next += 1
 
     def _runs(self) -> list[tuple[int, int]]:
-        """(first, last) step of each run that has steps."""
-        edges = [*self._starts, self._steps()]
+        """(first, last) timed step of each run that has steps, counted among the timed steps."""
+        edges = sorted({0, len(self._trained), *self._breaks})
         return [(first, end - 1) for first, end in zip(edges, edges[1:], strict=False) if end > first]
+
+    def _spans(self, seconds: list[float]) -> list[Span]:
+        """The runs as spans of trained steps, given each run's seconds."""
+        runs = zip(self._runs(), seconds, strict=True)
+        return [Span(self._trained[first], self._trained[last] + 1, span_s) for (first, last), span_s in runs]
 
 
 class CpuStepTimer(_Segments):
@@ -91,20 +124,19 @@ class CpuStepTimer(_Segments):
         self._marks: list[tuple[float, float]] = []
         self._start = 0.0
 
-    def _steps(self) -> int:
-        return len(self._marks)
-
     def __enter__(self) -> CpuStepTimer:
         self._start = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._marks.append((self._start, time.perf_counter()))
+        self._count()
 
     def read(self) -> tuple[list[float], float]:
         """(per-step milliseconds, the runs' spans in seconds, summed)."""
-        times = [(end - start) * 1e3 for start, end in self._marks]
-        self.spans_s = [self._marks[last][1] - self._marks[first][0] for first, last in self._runs()]
+        marks = self._marks
+        times = [(end - start) * 1e3 for start, end in marks]
+        self.spans = self._spans([marks[last][1] - marks[first][0] for first, last in self._runs()])
         return times, sum(self.spans_s)
 
 
@@ -116,26 +148,22 @@ class CudaStepTimer(_Segments):
         self._events = [
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(steps)
         ]
-        self._next = 0
-
-    def _steps(self) -> int:
-        return self._next
 
     def __enter__(self) -> CudaStepTimer:
-        self._events[self._next][0].record()
+        self._events[self.timed_steps][0].record()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._events[self._next][1].record()
-        self._next += 1
+        self._events[self.timed_steps][1].record()
+        self._count()
 
     def read(self) -> tuple[list[float], float]:
-        used = self._events[: self._next]
+        used = self._events[: self.timed_steps]
         used[-1][1].synchronize()  # the one sync: wait for the last step to finish
         times = [start.elapsed_time(end) for start, end in used]
         # A span includes device idle time between steps (e.g. when launch-bound), which summing
         # per-step times would hide; throughput is computed from the spans.
-        self.spans_s = [used[first][0].elapsed_time(used[last][1]) / 1e3 for first, last in self._runs()]
+        self.spans = self._spans([used[first][0].elapsed_time(used[last][1]) / 1e3 for first, last in self._runs()])
         return times, sum(self.spans_s)
 
 

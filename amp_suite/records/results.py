@@ -83,9 +83,25 @@ class CellRecord(BaseModel):
     host_cpu_ms_per_step: float | None = measured(
         "ms", "CPU time of the cell's process per timed step, every thread (instruments.timers.HostCpuTime); None: DDP"
     )
-    throughput_windows: list[float] = Field(default_factory=list, description="samples/s in windows of the timed steps")
+    throughput_windows: list[float] = Field(
+        default_factory=list, description="samples/s in each window of the timed steps (config.base.window_edges)"
+    )
     throughput_spread: float | None = Field(None, description="(max - min) / median of throughput_windows")
     noisy: bool | None = Field(None, description="throughput_spread above config.NOISY_SPREAD")
+    side_by_side_id: str | None = Field(
+        None, description="the comparison this cell took turns in, window by window (execution.side_by_side)"
+    )
+    turn_order: list[str] = Field(
+        default_factory=list,
+        description="side by side: the cells that took turns, in their first round's order; rounds alternate"
+        " with the reverse order, and window i of each is paired with window i of the others",
+    )
+    untimed_steps: int | None = measured(
+        "steps", "steps trained among the timed ones but not timed: side by side, each turn's first (cell.windows)"
+    )
+    ran_alone: str | None = Field(
+        None, description="why this cell was timed alone, one after another, though its comparison has others"
+    )
     flops_per_step: int | None = measured("FLOP", "forward + backward FLOPs of one batch (FlopCounterMode)")
     host_syncs_per_step: int | None = measured(
         "syncs", "times one training step made the host wait for the device (fp16's GradScaler: 1)"

@@ -72,8 +72,9 @@ class Row(BaseModel):
     speedup_vs_bf16_interval: tuple[float, float] | None = None
     peak_memory_mb: float | None
     memory_ratio: float | None  # peak memory / fp32's
-    noisy: bool  # a seed's throughput varied > 10% across windows, or the speedup's interval is that wide
-    spread: float | None = None  # the wider of the two, relative: what "noisy" measured
+    noisy: bool  # a seed's throughput varied > 10% across the windows of its timed steps
+    spread: float | None = None  # the widest such spread, relative: what "noisy" measured
+    side_by_side: bool = False  # every seed's speedup over fp32 came from windows measured side by side
     throttled: bool  # NVML saw the GPU slow down for power or heat during a seed's timed steps
     energy_j_per_sample: float | None  # GPU energy per training sample (NVML); null on a CPU
     power_w: float | None  # average GPU power during the timed steps
@@ -203,8 +204,8 @@ def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:
     if single:
         notes.append(
             f"{len(single)} of {sum(row.parity is not None for row in summary)} comparisons with fp32 rest on one"
-            " seed: their parity is only indicative and their speedups have no interval. `repeats: 3` in the matrix"
-            " gives verdicts."
+            " seed: their parity is only indicative, and their speedups' intervals see the windows of one run, not"
+            " how runs differ. `repeats: 3` in the matrix gives verdicts."
         )
     if any(row.precision in FP8_MODES and row.mfu is not None for row in summary):
         notes.append(

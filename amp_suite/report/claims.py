@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from amp_suite.analysis.answer import answers
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config.precisions import (
     AMP_MODES,
@@ -39,7 +40,6 @@ class Thresholds:
     launch_bound_step_ms: float = 10.0  # an fp32 step shorter than this is launch-bound, longer compute-bound
     memory_ratio: float = 1.0  # "lowers peak memory": the median AMP/fp32 peak-memory ratio is below this
     underflow_fraction: float = 0.01  # a workload "has small gradients" when this share is below fp16's floor
-    recommendation_slack: float = 0.05  # the recommended mode counts as fastest within 5% of the fastest
     comm_bound_share: float = 0.5  # DDP: communication "is the bottleneck" when it takes at least this share of a step
 
 
@@ -194,30 +194,29 @@ def amp_lowers_memory(e: Evidence, t: Thresholds) -> Verdict:
 
 
 def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
+    """The rule as the answer (analysis.answer) judges it, once per comparison, among the modes the
+    rule chooses from: the claim holds where the measurement picks the rule's mode, and fails where it
+    picks another; where the measurement is inconclusive, the comparison is no evidence either way."""
     caps = _caps(e.machine)
     if caps is None:
         return "not measured here", "the records do not say what this device does fast"
     advice = recommend(caps)
-    findings, contradicted = [], False
-    for setup in dict.fromkeys(r.setup for r in e.rows):
-        rows = [r for r in e.rows if r.setup == setup and r.precision in RULE_MODES and r.runs and r.throughput]
-        if not rows or not e.compute_bound(rows[0], t):
+    findings, contradicted, unclear = [], False, 0
+    for answer in answers(e.rows, {e.machine.key: e.machine}):
+        rows = [r for r in e.rows if r.setup == answer.setup and r.precision in RULE_MODES and r.runs]
+        if not rows or not e.compute_bound(rows[0], t) or answer.verdict == "no answer":
             continue  # the article expects little from AMP on launch-bound models: not the rule's ground
-        kept = [r for r in rows if r.precision == REFERENCE or (r.parity and r.parity.verdict == "pass")]
-        recommended = next((r for r in kept if r.precision == advice.precision), None)
-        if recommended is None or len(kept) < 2:
-            continue  # the recommended mode did not run or keep parity with a noise floor
-        fastest = max(kept, key=lambda r: r.throughput)
-        holds = recommended.throughput >= (1 - t.recommendation_slack) * fastest.throughput
-        contradicted |= not holds
-        findings.append(
-            f"{recommended.where}: recommended {advice.precision} {recommended.throughput:,.0f} {recommended.unit},"
-            f" fastest that kept parity {fastest.precision} {fastest.throughput:,.0f}"
-        )
+        if answer.rule_holds is None:
+            unclear += 1
+            continue
+        contradicted |= not answer.rule_holds
+        found = answer.rule_disagrees or f"the measurement picks {advice.precision} too"
+        findings.append(f"{rows[0].where}: {found}")
     if not findings:
+        inconclusive = f" ({unclear} inconclusive)" if unclear else ""
         return "not measured here", (
-            f"the rule recommends {advice.precision} here; no compute-bound workload has it and another mode with"
-            " pass/fail parity verdicts (run repeats >= 2)"
+            f"the rule recommends {advice.precision} here; no compute-bound workload has a conclusive answer"
+            f"{inconclusive}"
         )
     return ("contradicted" if contradicted else "supported"), f"{advice.reason}. " + "; ".join(findings)
 
@@ -347,8 +346,8 @@ CLAIMS: dict[str, tuple[str, Check]] = {
     ),
     "amp_lowers_memory": ("AMP lowers peak memory.", amp_lowers_memory),
     "capability_rule": (
-        "The capability rule (bf16 on 8.0+, fp16 with GradScaler on 7.x, no AMP below) picks the fastest of"
-        " fp32, fp16 and bf16 that keeps parity, for compute-bound models.",
+        "The capability rule (bf16 on 8.0+, fp16 with GradScaler on 7.x, no AMP below) picks the mode to train"
+        " compute-bound models in: the one the measurement recommends, the fastest that keeps parity.",
         capability_rule,
     ),
     "loss_softmax_float32": ("Under autocast, the loss and softmax stay in float32.", loss_softmax_float32),

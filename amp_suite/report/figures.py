@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from amp_suite.analysis.summary import EAGER, group_key, variant
 from amp_suite.config import PRECISIONS
+from amp_suite.config.precisions import precision_order
 from amp_suite.records.results import CellRecord
 from amp_suite.report.build import Report, Row
 from amp_suite.text import printable
@@ -133,10 +134,6 @@ def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row],
 def _legend_below(axis, entries: int) -> None:
     """The legend under the panel, where it never covers a bar or a line."""
     axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(entries, 4), frameon=False)
-
-
-def precision_order(precision: str) -> int:
-    return PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS)
 
 
 def _error(row: Row, height: float):

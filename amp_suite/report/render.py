@@ -13,12 +13,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from amp_suite.analysis.answer import WORTHWHILE_GAIN
 from amp_suite.analysis.summary import p_value_words
 from amp_suite.config import NOISY_SPREAD
-from amp_suite.config.precisions import BF16_BASELINE, FP8_MODES, REFERENCE, SPEED_BASELINES, TF32_BASELINE
+from amp_suite.config.precisions import (
+    BF16_BASELINE,
+    FP8_MODES,
+    REFERENCE,
+    SPEED_BASELINES,
+    TF32_BASELINE,
+    precision_order,
+)
 from amp_suite.report.build import Report, Row
 from amp_suite.report.claims import CLAIMS
-from amp_suite.report.figures import Figure, precision_order
+from amp_suite.report.figures import Figure
 from amp_suite.text import markdown_cell, printable
 
 FORMATS = ("html", "md", "json")
@@ -73,17 +81,20 @@ def _answer(report: Report, labels: dict[str, str]) -> Section:
     several_matrices = len({a.matrix for a in report.answer}) > 1
     rows = [
         [labels[a.machine], a.workload + (f" ({a.matrix})" if several_matrices else ""), a.batch, a.variant,
-         a.mode or "-", f"accuracy {a.accuracy}", a.sentence]
+         a.mode or a.verdict, f"accuracy {a.accuracy}", a.sentence]
         for a in report.answer
     ]  # fmt: skip
     disagreements = [
         f"{labels[a.machine]}, {a.workload}: {a.rule_disagrees}" for a in report.answer if a.rule_disagrees
     ]
     intro = (
-        "Train in the fastest mode that beats fp32 beyond noise (its 95% interval above 1; with one seed, by more"
-        f" than {NOISY_SPREAD:.0%}) and keeps accuracy (its parity test passes, or with one seed its delta is"
-        " within the margin; and it reaches the workload's target, where one is declared); fp32 where none does."
-        " Negative controls are never recommended. With a target, the time to it is given beside the speedup."
+        "Train in the fastest mode that beats fp32 beyond noise (its speedup's 95% interval above 1, with no cell"
+        f" of it or of fp32 varying by more than {NOISY_SPREAD:.0%} across its windows, nor a GPU slowing down for"
+        " heat) and keeps accuracy (its parity test passes, or with one seed its delta is within the margin; and"
+        " it reaches the workload's target, where one is declared). Stay with fp32 where no mode gains"
+        f" {WORTHWHILE_GAIN:.0%} or more (every interval below that), or the faster ones lose accuracy;"
+        " inconclusive where a mode that keeps accuracy could go either way, with what to rerun. Negative"
+        " controls are never recommended. With a target, the time to it is given beside the speedup."
     )
     headers = ("machine", "workload", "batch", "variant", "train in", "accuracy", "the answer")
     return Section("The answer", intro, headers, rows, disagreements)
@@ -207,16 +218,16 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
         for r in mine
     ]  # fmt: skip
     intro = (
-        "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) needs two or"
-        " more seeds on both sides. Parity compares the validation metric with fp32's on the same seeds: with two"
-        " or more, a one-sided paired t test of non-inferiority at the margin (pass: p below alpha, 0.05 by"
-        " default; its p-value and seeds shown); indicative with one (marked at risk where its delta is beyond the"
-        " margin); invalid where a seed saw other data or batches than fp32's. To target: fp32's training time to"
-        " the workload's target over this mode's (warmup steps and evaluations excluded), on the seeds both"
-        " reached it, with the seeds that reached it. Noisy: a seed's"
-        f" throughput varied by more than {NOISY_SPREAD:.0%} across its timed windows ((max - min) / median), or the"
-        f" speedup's interval reaches more than {NOISY_SPREAD:.0%} either side; the spread shown is the wider of the"
-        " two."
+        "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) comes from the "
+        "windows of each seed's timed steps (paired window by window where the modes ran side by side) and from "
+        "the seeds' spread, on the log scale. Parity compares the validation metric with fp32's on the same "
+        "seeds: with two or more, a one-sided paired t test of non-inferiority at the margin (pass: p below "
+        "alpha, 0.05 by default; its p-value and seeds shown); indicative with one (marked at risk where its "
+        "delta is beyond the margin); invalid where a seed saw other data or batches than fp32's. To target: "
+        "fp32's training time to the workload's target over this mode's (warmup steps and evaluations excluded), "
+        "on the seeds both reached it, with the seeds that reached it. Noisy: a seed's throughput varied by more "
+        f"than {NOISY_SPREAD:.0%} across its timed windows ((max - min) / median, the widest shown): the machine "
+        "changed under it, and no answer rests on it."
     )
     footnotes = [f"[{number}] {reason}" for reason, number in notes.items()]
     return Section(f"Results on {label}", intro, headers, rows, footnotes)

@@ -27,10 +27,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from amp_suite.analysis.answer import answers
+from amp_suite.analysis.answer import Answer, answers
 from amp_suite.analysis.summary import SummaryRow, group_key, natural_throughput
 from amp_suite.analysis.time_to_target import crossing
-from amp_suite.config.precisions import MODE_BY_NAME
 from amp_suite.records.invocations import InvocationStarted
 from amp_suite.records.jsonl import json_safe
 from amp_suite.records.results import CellRecord
@@ -257,9 +256,10 @@ class MlflowStore:
         found = answers(summary, machines)
         lines = [f"- **{a.workload}** (batch {a.batch}, {a.variant}): {a.sentence}" for a in found]
         note = "\n".join(["**The answer** (amp-suite: fp32 is the reference)", "", *lines])
-        metrics = [(f"{workload}.best_speedup", speedup, 0) for workload, speedup in _best_speedups(summary).items()]
+        metrics = [(f"{workload}.answer_speedup", speedup, 0) for workload, speedup in _answered(found).items()]
         metrics += [("parity_failures", sum(1 for r in summary if r.parity and r.parity.verdict == "fail"), 0),
-                    ("noisy_rows", sum(1 for r in summary if r.noisy), 0)]  # fmt: skip
+                    ("noisy_rows", sum(1 for r in summary if r.noisy), 0),
+                    ("inconclusive_answers", sum(1 for a in found if a.verdict == "inconclusive"), 0)]  # fmt: skip
         metrics += [(f"cells_{status}", count, 0) for status, count in Counter(r.status for r in records).items()]
         skipped = "; ".join(f"{r.cell_id}: {r.reason}" for r in records if r.status == "skipped")
         tags = {MLFLOW_NOTE: note[:MAX_TAG_LENGTH], "skipped_cells": skipped[:MAX_TAG_LENGTH] or "none"}
@@ -319,13 +319,13 @@ def matrix_params(config: dict[str, Any]) -> dict[str, Any]:
     return {("matrix" if key == "name" else key): value for key, value in params.items()}
 
 
-def _best_speedups(summary: Sequence[SummaryRow]) -> dict[str, float]:
-    """Per workload, the best speedup over fp32 of any mode that is not a negative control."""
+def _answered(found: Sequence[Answer]) -> dict[str, float]:
+    """Per workload, the speedup over fp32 of the mode its answer recommends (the largest, where it
+    has several comparisons); a workload whose answers recommend no mode has none."""
     best: dict[str, float] = {}
-    for row in summary:
-        mode = MODE_BY_NAME.get(row.precision)
-        if row.speedup is not None and mode is not None and not mode.control and not mode.reference:
-            best[row.workload] = max(best.get(row.workload, 0.0), row.speedup)
+    for answer in found:
+        if answer.verdict == "recommended" and answer.speedup is not None:
+            best[answer.workload] = max(best.get(answer.workload, 0.0), answer.speedup)
     return best
 
 

@@ -30,7 +30,7 @@ class MlflowTracker:
         self.invocation: InvocationStarted | None = None
         self.experiment_id: str | None = None
         self.parent_id: str | None = None
-        self.open_cell: str | None = None
+        self.open_cells: set[str] = set()  # cells started and not finished: several run at once side by side
         self.logged: list[CellRecord] = []  # this invocation's records, for their verdicts at the end
         self.system: SystemMetrics | None = None
 
@@ -50,10 +50,11 @@ class MlflowTracker:
 
     def start_cell(self, spec: CellSpec, record_id: str) -> str | None:
         assert self.invocation is not None and self.experiment_id is not None, "start() first"
-        self.open_cell = self.store.create_child(
+        run_id = self.store.create_child(
             self.experiment_id, self.parent_id, self.invocation.invocation_id, record_id, spec.cell_id
         )
-        return self.open_cell
+        self.open_cells.add(run_id)
+        return run_id
 
     def finish_cell(self, record: CellRecord) -> None:
         run_id = record.tracker_run_id
@@ -61,7 +62,7 @@ class MlflowTracker:
             return
         self.store.log_record(run_id, record, Path(record.log_path) if record.log_path else None)
         self.store.finish_record(run_id, record)
-        self.open_cell = None
+        self.open_cells.discard(run_id)
         if not any(r.machine for r in self.logged) and record.machine and self.parent_id and self.invocation:
             self.store.describe_parent(self.parent_id, record, self.invocation.matrix, self.invocation.at)
         self.logged.append(record)
@@ -81,11 +82,11 @@ class MlflowTracker:
 
     def abort(self, ending: str, why: str) -> None:
         self._stop_system_metrics()
-        if self.open_cell is not None:
-            self.store.close(self.open_cell, "KILLED", why)
+        for run_id in sorted(self.open_cells):
+            self.store.close(run_id, "KILLED", why)
         if self.parent_id is not None:
             self.store.close(self.parent_id, "KILLED", why, {"outcome": ending})
-        self.open_cell = None
+        self.open_cells.clear()
 
     def _stop_system_metrics(self) -> None:
         if self.system is not None:

@@ -1,0 +1,71 @@
+"""The timed steps, in windows of consecutive steps (config.base.window_edges).
+
+Each window's throughput is one observation of the cell's speed: their spread says how steady the
+machine was, and with a single seed they give a speedup its interval (analysis.speedup). Between two
+windows a cell side by side with the other precisions of its comparison hands the device over
+(`handover`: amp_suite.cell.turns), and every `every` steps it evaluates for time to target
+(`evaluate`). Both happen between runs of steps: the step timer splits there, and `paused` leaves
+them out of every instrument that can pause, so that throughput and the record's rates are the
+training's alone.
+
+Side by side (`rewarm`), each turn's first step trains like any other but is not timed: it finds the
+caches filled with another process's data and that process's threads still spinning down (cut from
+each window, a 1.3 ms CPU step took 3 to 6 ms there; the second step was back within 0.3 ms).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+import torch
+
+from amp_suite.cell.convergence import Evaluations
+from amp_suite.cell.loop import Curves, Trainer
+from amp_suite.data import DeviceBatches
+from amp_suite.instruments.timers import CpuStepTimer, CudaStepTimer
+
+Pause = Callable[[], AbstractContextManager[object]]
+
+
+def train_timed(
+    trainer: Trainer,
+    batches: DeviceBatches,
+    timer: CpuStepTimer | CudaStepTimer,
+    on_step: Callable[[int], None],
+    *,
+    edges: list[int],
+    every: int | None,
+    evaluate: Callable[[], float],
+    paused: Pause,
+    handover: Callable[[], None],
+    rewarm: bool = False,
+) -> tuple[Curves, Evaluations]:
+    """The timed steps, windows as `edges` gives them. At a window's end the cell evaluates first
+    (if due), in its own turn, and hands over after."""
+    steps, starts, ends = edges[-1], set(edges[:-1]), set(edges[1:-1])
+    evaluations = set(range(every, steps, every)) if every else set()
+    runs, points, seconds, done = [], [], 0.0, 0
+    while done < steps:
+        if done in ends:
+            with paused():
+                handover()
+        if rewarm and done in starts:
+            with paused():
+                runs.append(trainer.run(batches, 1))
+            timer.skip()
+            done += 1
+            on_step(done)
+        else:
+            stop = min(point for point in (*evaluations, *ends, steps) if point > done)
+            runs.append(trainer.run(batches, stop - done, timer, lambda n, before=done: on_step(before + n)))
+            done = stop
+            timer.split()
+        if done in evaluations:
+            clock = time.perf_counter()
+            with paused():
+                points.append((done, evaluate()))
+            seconds += time.perf_counter() - clock
+    curves = (torch.cat([losses for losses, _ in runs]), torch.cat([norms for _, norms in runs]))
+    return curves, Evaluations(points, seconds)
