@@ -47,11 +47,12 @@ def _kind(record: dict) -> str:
 
 
 def timed_s(record: dict) -> float | None:
-    """How long the timed steps took: every rank's samples over the cell's throughput."""
+    """How long the timed steps took: every rank's samples over the cell's throughput (side by
+    side, each turn's first step is trained but not timed: `untimed_steps`)."""
     batch, steps, rate = record.get("batch_size"), record.get("steps"), record.get("throughput")
     if not (_number(batch) and _number(steps) and _number(rate)) or rate <= 0:
         return None
-    return (record.get("world_size") or 1) * batch * steps / rate
+    return (record.get("world_size") or 1) * batch * (steps - (record.get("untimed_steps") or 0)) / rate
 
 
 def records(work: Path) -> list[dict]:
@@ -250,6 +251,26 @@ def check_fp8(found: list[dict]) -> Check:
     return "PASS", what, f"{cell['cell_id']}: {ran}; {speed}"
 
 
+def check_side_by_side(found: list[dict]) -> Check:
+    """Issue 36: on a GPU with room for them, the cells of each comparison of the matrix stage
+    (experiments/gpu-check.yaml) took turns on it, window by window, their queued kernels drained at
+    each handover; each turn's first step untimed."""
+    what = "side by side: each comparison's cells took turns on the GPU"
+    ok = [r for r in found if r["status"] == "ok" and r.get("matrix") == "gpu-check"]
+    compared = [r for r in ok if sum(_same_setup(r, other) for other in ok) >= 2]
+    if not compared:
+        return "FAIL", what, "no comparison of two ok cells in the matrix stage"
+    alone = [r for r in compared if not r.get("side_by_side_id")]
+    if alone:
+        example = f"{alone[0]['cell_id']}: {alone[0].get('ran_alone')}"
+        return "FAIL", what, f"{len(alone)} of {len(compared)} cells alone, e.g. {example}"
+    groups = Counter(r["side_by_side_id"] for r in compared)
+    spreads = [r["throughput_spread"] for r in compared if _number(r.get("throughput_spread"))]
+    spread = f", window spread {min(spreads):.1%}-{max(spreads):.1%}" if spreads else ""
+    untimed = sorted({r.get("untimed_steps") for r in compared}, key=str)
+    return "PASS", what, f"{len(groups)} comparisons, {len(compared)} cells, untimed steps {untimed}{spread}"
+
+
 def _same_setup(record: dict, other: dict) -> bool:
     """The same workload, batch size, compile mode and seed: the cells a speed ratio compares (a
     record's config names its precision too)."""
@@ -302,6 +323,7 @@ def checks_block(work: Path, gpus: int | None) -> tuple[str, bool]:
         check_ddp_mfu(found, gpus),
         check_energy(found),
         check_time_to_target(found),
+        check_side_by_side(found),
         check_fp8(found),
         check_uuid(found, listed_uuids(work)),
     ]

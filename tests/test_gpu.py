@@ -112,26 +112,3 @@ def test_the_largest_batch_is_found_against_real_cuda_out_of_memory(gpu, tmp_pat
     fp32, bf16 = records["fp32"]["batch_size"], records["bf16"]["batch_size"]
     assert bf16 >= 1.2 * fp32, (fp32, bf16)
 
-
-def test_a_comparison_takes_turns_on_one_gpu_and_its_speedup_has_an_interval_from_the_pairs(gpu, tmp_path):
-    """Side by side on CUDA: both cells on the device at once, each window's queued kernels drained
-    before the other cell's turn, CUDA-event spans per window, energy paused between turns."""
-    import json
-
-    import yaml
-    from conftest import amp_suite, read_records
-
-    mlp = {"workload": "mlp", "hidden": 1024, "depth": 4, "batch_sizes": [256], "samples": 4096,
-           "data": {"source": "synthetic"}}  # fmt: skip
-    path = tmp_path / "pair.yaml"
-    path.write_text(yaml.safe_dump(tiny_matrix(name="pair", precisions=["fp32", "bf16"], workloads=[mlp], steps=300)))
-    done = amp_suite("run", "--matrix", str(path), "--out", str(tmp_path / "out"), "--device", "cuda", cwd=tmp_path)
-    assert done.returncode in (0, 4), done.stdout + done.stderr  # 4: a one-seed parity hint
-    records = {r["precision"]: r for r in read_records(tmp_path / "out")}
-    fp32, bf16 = records["fp32"], records["bf16"]
-    assert fp32["side_by_side_id"] == bf16["side_by_side_id"] is not None and fp32["ran_alone"] is None
-    assert len(fp32["throughput_windows"]) == len(bf16["throughput_windows"]) == 6 and fp32["untimed_steps"] == 6
-    (row,) = [r for r in json.loads((tmp_path / "out" / "report" / "report.json").read_text())["rows"]
-              if r["precision"] == "bf16"]  # fmt: skip
-    low, high = row["speedup_interval"]
-    assert row["side_by_side"] and 0 < low <= row["speedup"] <= high

@@ -55,6 +55,10 @@ def search(found: int, limited_by: str = "memory") -> dict:
     return {"batch_search": {"found": found, "limited_by": limited_by, "probes": [[8, "ok"], [found + 1, "oom"]]}}
 
 
+# The matrix stage's comparison took turns: 6 windows, each turn's first step not timed (394 of 400 timed).
+SIDE_BY_SIDE = {"side_by_side_id": "a1b2", "untimed_steps": 6, "throughput_spread": 0.02}
+
+
 def green() -> dict[str, list[dict]]:
     """Each matrix's records when everything works, by matrix name."""
     return {
@@ -62,7 +66,8 @@ def green() -> dict[str, list[dict]]:
             record("gpu-check-batch", "transformer", "fp32", batch=8, **search(8)),
             record("gpu-check-batch", "transformer", "bf16", batch=14, **search(14)),
         ],
-        "gpu-check": [record("gpu-check", "transformer", p, **evaluated()) for p in ("fp32", "tf32", "fp16", "bf16")],
+        "gpu-check": [record("gpu-check", "transformer", p, **SIDE_BY_SIDE, **evaluated(16 * 394 / 3200))
+                      for p in ("fp32", "tf32", "fp16", "bf16")],
         "gpu-check-fp8": [
             record("gpu-check-fp8", "mlp", "bf16", "default", batch=8192, throughput=80000.0),
             record("gpu-check-fp8", "mlp", "fp8-tensorwise", "default", batch=8192, throughput=100000.0, **fp8_ran()),
@@ -366,8 +371,12 @@ BROKEN = {
     "no UUID": (lambda rs: _change(rs, FP32_SEARCH, environment={"gpu_uuid": None}), "FAIL environment.gpu_uuid"),
     "an evaluation inside the timed steps": (
         lambda rs: _change(rs, "transformer/bs16/seed0/bf16", **evaluated(timed_s=2.4)),
-        "FAIL time to target: evaluations outside the timed steps: transformer/bs16/seed0/bf16: timed 2.000 s"),
+        "FAIL time to target: evaluations outside the timed steps: transformer/bs16/seed0/bf16: timed 1.970 s"),
     "no evaluation": (lambda rs: [r | {"eval_every": None} for r in rs], "FAIL time to target"),
+    "the matrix stage's cells ran alone": (
+        lambda rs: [r | {"side_by_side_id": None, "ran_alone": "did not fit"} if r["matrix"] == "gpu-check" else r
+                    for r in rs],
+        "FAIL side by side: each comparison's cells took turns on the GPU: 4 of 4 cells alone"),
     "fp8 fell back to bf16 matmuls": (
         lambda rs: _change(rs, FP8_CELL, matmul_dtype="bfloat16", fp8_layers=0, dtype_audit={"ops": []}),
         f"FAIL fp8 ran float8 matmuls (speed vs bf16): {FP8_CELL}: matmul dtype bfloat16, 0 scaled matmuls"),
@@ -382,7 +391,7 @@ def test_every_check_passes_on_good_records(tmp_path):
     done = checks(tmp_path, every_record(), gpus=2)
     assert done.returncode == 0, done.stdout
     verdicts = [line.split()[0] for line in done.stdout.splitlines()[1:-1]]
-    assert verdicts == ["PASS"] * 8, done.stdout
+    assert verdicts == ["PASS"] * 9, done.stdout
     assert done.stdout.splitlines()[0] == "machine: NVIDIA H200 (cc 9.0, driver 580.1, torch 2.14.1, CUDA 13.0)"
 
 
