@@ -10,6 +10,7 @@ together, runs the diagnostics on rank 0, and adds its communication figures.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,6 +61,7 @@ class Session:
     policy: PrecisionPolicy
     trainer: Trainer
     batches: DeviceBatches
+    as_written: nn.Module | None = None  # the model before the policy swapped its layers; None: not swapped
 
 
 def prepare(spec: CellSpec, device: torch.device) -> Session:
@@ -69,7 +71,11 @@ def prepare(spec: CellSpec, device: torch.device) -> Session:
         raise ValueError(f"batch {spec.batch_size} is larger than the training set ({len(data.train)} samples)")
     torch.manual_seed(spec.seed)  # same initial weights for every precision
     policy = make_policy(spec.precision, device.type)
-    model = policy.convert_module(workload.to_device(workload.build_model(data.train), device))
+    written = workload.to_device(workload.build_model(data.train), device)
+    # FLOPs are the model's as written, the same in every mode: a mode that swaps layers (fp8's)
+    # does work of its own (torchao's backward computes the first layer's input gradient too).
+    as_written = copy.deepcopy(written) if policy.swaps_layers else None
+    model = policy.convert_module(written)
     data = data.to(device, workload.memory_format)
     optimizer = workload.make_optimizer(model)
     policy.bind(optimizer)
@@ -78,7 +84,7 @@ def prepare(spec: CellSpec, device: torch.device) -> Session:
         compilation.compiled(model, spec.compile), optimizer, policy, workload, spec.max_grad_norm,
         keep=compilation.kept_output(spec.compile),
     )  # fmt: skip
-    return Session(workload, data, model, policy, trainer, DeviceBatches(data.train, order))
+    return Session(workload, data, model, policy, trainer, DeviceBatches(data.train, order), as_written)
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,9 @@ def measure_session(
     policy, model = session.policy, session.model
     matmul_dtype = policy.checked_matmul_dtype(device)
     # The diagnostics run the eager model: the same arithmetic, and nothing for the compiler to trace.
-    diagnostics = step_diagnostics(model, session.workload.loss, policy, batches) if diagnose else {}
+    as_written, session.as_written = session.as_written, None  # the copy is not held while timed
+    diagnostics = step_diagnostics(model, session.workload.loss, policy, batches, as_written) if diagnose else {}
+    del as_written
     # Their fp32 backward and model copies leave blocks in the allocator's cache; released, the
     # reserved-memory peak of the timed steps is the training's own.
     release_cached_blocks(device)
@@ -176,9 +184,12 @@ def measure_session(
     return Measured(fields, warmup, measured, trainer, stats)
 
 
-def step_diagnostics(model: nn.Module, loss, policy: PrecisionPolicy, batches: DeviceBatches) -> dict[str, Any]:
+def step_diagnostics(
+    model: nn.Module, loss, policy: PrecisionPolicy, batches: DeviceBatches, as_written: nn.Module | None = None
+) -> dict[str, Any]:
     """What one training step of the eager model does on the first batch: gradients below fp16's
-    range, the dtypes its ops ran in, and its FLOPs.
+    range, the dtypes its ops ran in, and its FLOPs (counted on `as_written`, the model before the
+    policy swapped its layers, where it did).
 
     They run on micro-batches of a quarter of the batch (`diagnostics_batch_size`), so they need no
     more memory than training does and the largest batch AMP fits (batch_sizes auto) is AMP's own: at
@@ -196,7 +207,8 @@ def step_diagnostics(model: nn.Module, loss, policy: PrecisionPolicy, batches: D
     # Every op FlopCounterMode counts (matmuls, convolutions, attention over a fixed sequence length)
     # does the same work per sample, so the batch's FLOPs are exactly the micro-batch's times
     # size / part (tests/test_cell.py checks the MLP, ResNet and GPT-2 against full-batch counts).
-    flops = count_step_flops(model, loss, policy, *head) * size // part
+    counted = model if as_written is None else as_written
+    flops = count_step_flops(counted, loss, policy, *head) * size // part
     return {
         "grad_underflow_fraction": grad_underflow_fraction(model, loss, inputs, targets, parts=parts),
         "dtype_audit": audit_step(model, loss, policy, *head),  # which dtype an op runs in: not the batch's to decide

@@ -89,6 +89,7 @@ class PrecisionPolicy:
     compute_dtype = torch.float32
     fp32_math_mode = "ieee"
     skips_nonfinite_steps = False  # True where inf/NaN gradients are routine (a GradScaler skips them)
+    swaps_layers = False  # convert_module replaces layers (fp8's Float8Linear): the model trained is not as written
 
     def __init__(self, device_type: str) -> None:
         self.device_type = device_type
@@ -247,6 +248,7 @@ class FP8(BF16):
     as torchao trains. Weights, gradients and optimizer state stay float32."""
 
     min_capability = (8, 9)  # float8 tensor cores: Ada and Hopper on
+    swaps_layers = True
 
     def __init__(self, device_type: str) -> None:
         super().__init__(device_type)

@@ -2,7 +2,9 @@
 
 It counts the operations tensor cores run (matmuls, convolutions, attention) in the forward, the
 loss and the backward; elementwise work and the optimizer step are left out, as in the usual
-definition of model FLOPs. The count runs once, on a copy of the model, outside the timed steps.
+definition of model FLOPs. The count runs once, on a copy of the model, outside the timed steps;
+for a mode that swaps layers (fp8), on the model as written (cell.pipeline.prepare), so that every
+mode of a workload counts the same FLOPs and their TFLOP/s and MFU compare.
 """
 
 from __future__ import annotations
