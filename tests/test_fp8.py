@@ -42,3 +42,37 @@ def test_fp8_cells_are_skipped_with_their_reason_and_forced_ones_prove_their_flo
     rows = {r["precision"]: r for r in json.loads((tmp_path / "against-bf16" / "report.json").read_text())["rows"]}
     assert rows["fp8-rowwise"]["speedup"] == pytest.approx(rows["fp8-rowwise"]["speedup_vs_bf16"])
     assert rows["fp8-rowwise"]["speedup_vs_fp32"] == pytest.approx(forced["throughput"] / records["fp32"]["throughput"])
+
+
+def cuda_takes(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """CUDA's torch._scaled_mm rule (aten/src/ATen/native/cuda/Blas.cpp): mat1's trailing size and
+    both of mat2's sizes divisible by 16. A CPU's software kernel checks none of it."""
+    return a[1] % 16 == 0 and b[0] % 16 == 0 and b[1] % 16 == 0
+
+
+@pytest.mark.parametrize("precision", ["fp8-tensorwise", "fp8-rowwise"])
+def test_every_matmul_fp8_sends_to_scaled_mm_has_sizes_cuda_takes_even_at_batch_8(precision, monkeypatch):
+    """The weight gradient multiplies (out x tokens) by (tokens x in): at batch 8 the inner size is
+    8, and 2 in the step diagnostics' micro-batch. Recorded on this CPU, judged by CUDA's rule."""
+    import torch
+
+    from amp_suite.cell.pipeline import prepare, step_diagnostics
+    from amp_suite.config import Matrix
+
+    matrix = tiny_matrix(precisions=[precision], steps=2, warmup_steps=1)
+    matrix["workloads"][0].update(num_classes=16, force=[precision], data={"source": "synthetic"})
+    (spec,) = Matrix.model_validate(matrix).cells("cpu")
+    assert spec.batch_size == 8
+    shapes, real = [], torch._scaled_mm
+
+    def recorded(a, b, *args, **kwargs):
+        shapes.append((tuple(a.shape), tuple(b.shape)))
+        return real(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "_scaled_mm", recorded)
+    session = prepare(spec, torch.device("cpu"))
+    step_diagnostics(session.model, session.workload.loss, session.policy, session.batches)
+    session.trainer.run(session.batches, 2)
+    assert len(shapes) >= 9 * 3  # 3 layers x (forward, input and weight gradients), training and diagnostics
+    refused = [(a, b) for a, b in shapes if not cuda_takes(a, b)]
+    assert not refused, refused

@@ -15,6 +15,7 @@ only what differs (the shape of Lightning Fabric's precision plugins):
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 from collections.abc import Iterator
@@ -285,7 +286,11 @@ class FP8(BF16):
 
     def _convert(self, model: nn.Module, fits) -> nn.Module:
         float8 = _torchao_float8()
-        config = float8.Float8LinearConfig.from_recipe_name(self.recipe)
+        # A layer's in and out sizes are multiples of 16 (`_fits_float8`), but the weight gradient's
+        # matmul runs over the tokens: (out x tokens) by (tokens x in), and CUDA's _scaled_mm refuses
+        # an inner size that is not a multiple of 16 (an MLP at batch 8, the diagnostics' quarter
+        # batches). torchao pads that inner size with zeros, which leaves the product unchanged.
+        config = dataclasses.replace(float8.Float8LinearConfig.from_recipe_name(self.recipe), pad_inner_dim=True)
         return float8.convert_to_float8_training(model, config=config, module_filter_fn=fits)
 
     def _fits_and_count(self, module: nn.Module, name: str) -> bool:
