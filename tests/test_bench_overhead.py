@@ -84,3 +84,21 @@ def sides_running(folder: Path) -> list[int]:
         except OSError:  # ended meanwhile, or not ours to read
             pass
     return found
+
+
+def test_the_suite_side_runs_the_bare_loop_s_work_no_evaluations_and_its_modes_whole(tmp_path, monkeypatch):
+    """Like for like: smoke's MLP declares a target (an evaluation every 10 steps, each a sync and
+    two NVML readings on a GPU); the bare loop never evaluates, so the benchmark's copy drops it."""
+    import importlib.util
+
+    import yaml
+
+    loaded = importlib.util.spec_from_file_location("bench_overhead", SCRIPT)
+    bench = importlib.util.module_from_spec(loaded)
+    monkeypatch.setitem(sys.modules, "bench_overhead", bench)  # its dataclasses look their module up
+    loaded.loader.exec_module(bench)
+    matrix = yaml.safe_load(bench.bench_matrix(40, 2, tmp_path).read_text())
+    (mlp,) = matrix["workloads"]
+    assert "target" not in mlp and mlp["compile"] == [False] and matrix["side_by_side"] is False
+    smoke = yaml.safe_load(bench.SMOKE.read_text())
+    assert any("target" in w for w in smoke["workloads"] if w["workload"] == "mlp")  # what it dropped
