@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# One prepared command for a borrowed GPU machine, sized for a short window: about 9 minutes on
-# one H200, never more than 9 1/3, each stage under a time budget of its own.
+# One prepared command for a borrowed GPU machine, sized for a short window: about 8.5 minutes on
+# one H200, never more than 9 (one deadline for every stage, the multi-GPU one too).
 #
 #   scripts/gpu-check.sh OUT_DIR
 #
 # Stages, in order, with the estimate for one H200 (a new Python process that imports torch
 # ~5-10 s; a cell forked from the suite's forkserver 2-5 s before it trains; a cold inductor
-# compile 30-60 s, max-autotune longer) and the budget that stops it:
+# compile 30-60 s, max-autotune longer) and the budget that stops it. What only a GPU proves comes
+# first; the overhead benchmark, whose pairs report as they end, last:
 #   probe         nvidia-smi, and can PyTorch see a GPU (stops here if not)        ~10 s   60 s
 #   gpu-tests     `pytest -m gpu`: NVML, CUDA timers, doctor, each precision's tiny
 #                 cell; not its batch-search test, which the next stage replaces  ~40 s  120 s
@@ -14,22 +15,23 @@
 #                 fp32's and bf16's largest batch against real CUDA OOM errors
 #                 (~10 probes of 2-4 s, then two measured cells of ~6 s)          ~55 s  120 s
 #   matrix        experiments/gpu-check.yaml: the transformer and a small BERT eager
-#                 in fp32, tf32, fp16 and bf16 (a run's start ~10 s, then ~8 s a
-#                 cell)                                                           ~75 s  120 s
+#                 in fp32, tf32, fp16 and bf16, side by side (a run's start
+#                 ~10 s, then ~8 s a cell)                                        ~75 s  120 s
 #   fp8           experiments/gpu-check-fp8.yaml: fp8 (tensor-wise) against bf16 on
 #                 a linear stack at hidden 4,096, compiled (two cold compiles
-#                 ~30-45 s each), and the t5 workload eager in bf16               ~100 s  150 s
-#   overhead      scripts/bench_overhead.py --device cuda: the mlp cell through
-#                 `amp-suite run` against the bare AMP loop, fp32, tf32, bf16 and
-#                 fp16, 3 pairs one after the other (a pair: one run of 4 cells
-#                 ~30 s, one bare process of 4 loops ~12 s)                      ~125 s  150 s
+#                 ~30-45 s each; its data builds in seconds), the t5 workload eager ~100 s  150 s
 #   compile       experiments/gpu-check-compile.yaml, tf32: MLP eager, reduce-
 #                 overhead and max-autotune, small transformer reduce-overhead
 #                 (cold compiles ~30 + ~55 + ~35 s, ~20 s of timed steps)        ~145 s  240 s
 #   multi-gpu     2+ GPUs only: experiments/gpu-check-multi.yaml, --gpus all       ~90 s  180 s
-# About 9 minutes on one H200 (~550 s). The single-GPU stages share a deadline, 560 s after the
-# start: a stage that would run past it gets only what is left, so the script ends within 9 1/3
-# minutes even when the estimates are wrong (the compiles, last, are the least certain).
+#   overhead      scripts/bench_overhead.py --device cuda: the mlp cell through
+#                 `amp-suite run` against the bare AMP loop, fp32, tf32, bf16 and
+#                 fp16, 2 pairs one after the other (a pair: one run of 4 cells
+#                 ~30 s, one bare process of 4 loops ~12 s)                       ~85 s  150 s
+# About 8.5 minutes on one H200 (~510 s; the multi-GPU stage adds ~90 s on 2+ GPUs, where the
+# overhead stage gets what is left). Every stage shares one deadline, 540 s after the start: a
+# stage that would run past it gets only what is left, and one that would get under 5 s does not
+# start, so the script ends within 9 minutes whatever the estimates miss.
 # Every timed region lasts over 1 s (NVML's energy counter needs it): see each matrix's comment.
 #
 # After every stage it appends that stage's block to OUT_DIR/gpu-check.txt (name, exit code, wall
@@ -45,7 +47,7 @@
 #
 # Environment: PYTHON (default: .venv/bin/python, else python3) must hold the suite and its
 # dependencies. GPU_CHECK_TIMEOUT_<STAGE> (seconds; e.g. GPU_CHECK_TIMEOUT_COMPILE, with - as _)
-# changes a stage's budget, GPU_CHECK_TIMEOUT_TOTAL the deadline of the single-GPU stages (560 s).
+# changes a stage's budget, GPU_CHECK_TIMEOUT_TOTAL the deadline of every stage (540 s).
 set -uo pipefail  # no -e: a failed stage is recorded, and the next one still runs
 
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR}
@@ -64,7 +66,7 @@ BUNDLE_MAX_BYTES=$((15 * 1024 * 1024))  # a file that comes back from a borrowed
 MEMORY_CAP_MB=2048  # the batch-search stage's allocator cap (experiments/gpu-check-batch.yaml)
 
 started=$(date +%s)
-deadline=$((started + ${GPU_CHECK_TIMEOUT_TOTAL:-560}))
+deadline=$((started + ${GPU_CHECK_TIMEOUT_TOTAL:-540}))
 
 say() { echo "$1" | tee -a "$summary"; }
 
@@ -81,17 +83,17 @@ collect() {  # the records and the bundle, as they stand now (written aside, the
     mv "$out/.bundle.partial" "$out/bundle.tar.gz"
 }
 
-stage() {  # stage NAME BUDGET_S MATRIX|- COMMAND...: run it under its budget, then append its block
-    local name=$1 budget=$2 matrix=$3
-    shift 3
+stage() {  # stage NAME ESTIMATE_S BUDGET_S MATRIX|- COMMAND...: run it under its budget, then append its block
+    local name=$1 estimate=$2 budget=$3 matrix=$4
+    shift 4
     local override="GPU_CHECK_TIMEOUT_${name^^}"
     override=${override//-/_}
     budget=${!override:-$budget}
     local left=$((deadline - $(date +%s)))
     if [ "$left" -lt "$budget" ]; then budget=$left; fi
     if [ "$left" -lt 5 ]; then
-        printf '%s\t%s\t%s\t%s\n' "$name" 124 0 0 >>"$work/stages.tsv"
-        say "[$name] not run: the deadline (GPU_CHECK_TIMEOUT_TOTAL) has passed"
+        printf '%s\t%s\t%s\t%s\t%s\n' "$name" 124 0 0 "$estimate" >>"$work/stages.tsv"
+        say "[$name] not run: the deadline (GPU_CHECK_TIMEOUT_TOTAL) has passed (estimate ~$estimate s)"
         return 124
     fi
     local begin code wall block
@@ -109,8 +111,8 @@ stage() {  # stage NAME BUDGET_S MATRIX|- COMMAND...: run it under its budget, t
     wait "$follower"
     running="" follower=""
     wall=$(($(date +%s) - begin))
-    printf '%s\t%s\t%s\t%s\n' "$name" "$code" "$wall" "$budget" >>"$work/stages.tsv"
-    local figures=(--exit "$code" --wall-s "$wall" --budget-s "$budget")
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$code" "$wall" "$budget" "$estimate" >>"$work/stages.tsv"
+    local figures=(--exit "$code" --wall-s "$wall" --budget-s "$budget" --estimate-s "$estimate")
     if [ "$matrix" != - ]; then figures+=(--matrix "$matrix"); fi
     block=$("$python" scripts/gpu_check_summary.py stage "$work" "$name" "${figures[@]}") ||
         block="[$name] exit $code, $wall s of $budget s (the summary script failed: see $name.txt in the bundle)"
@@ -178,29 +180,29 @@ export -f probe amp_suite capped
 
 failed=0
 echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), into $out" | tee "$summary"
-if ! stage probe 60 - probe; then
+if ! stage probe 10 60 - probe; then
     say "gpu-check: FAIL: no usable GPU (see nvidia-smi.txt in the bundle); nothing else was run"
     exit 1
 fi
 gpus=$(awk '$1 == "gpus" {print $2}' "$work/probe.txt")
 gpus=${gpus:-1}
 
-# Cheap and predictable first; the cold compiles last, so that a slow compile costs only itself.
-stage gpu-tests 120 - "$python" -m pytest -m gpu -k "not largest_batch" -q -s -p no:cacheprovider tests || failed=1
-stage batch-search 120 gpu-check-batch capped amp_suite experiments/gpu-check-batch.yaml || failed=1
-stage matrix 120 gpu-check amp_suite experiments/gpu-check.yaml || failed=1
-stage fp8 150 gpu-check-fp8 amp_suite experiments/gpu-check-fp8.yaml || failed=1
-# The harness's own cost on the launch-bound MLP, every mode (exit 1: over the 2% budget). A script,
-# not a module: PYTHONPATH gives it, and the sides it starts, this checkout's amp_suite.
-stage overhead 150 - env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$python" scripts/bench_overhead.py \
-    --device cuda --pairs 3 || failed=1
-stage compile 240 gpu-check-compile amp_suite experiments/gpu-check-compile.yaml || failed=1
+# What only a GPU proves first (the compiles among it); the overhead benchmark, whose pairs report as
+# they end, last: where the deadline bites, it bites there.
+stage gpu-tests 40 120 - "$python" -m pytest -m gpu -k "not largest_batch" -q -s -p no:cacheprovider tests || failed=1
+stage batch-search 55 120 gpu-check-batch capped amp_suite experiments/gpu-check-batch.yaml || failed=1
+stage matrix 75 120 gpu-check amp_suite experiments/gpu-check.yaml || failed=1
+stage fp8 100 150 gpu-check-fp8 amp_suite experiments/gpu-check-fp8.yaml || failed=1
+stage compile 145 240 gpu-check-compile amp_suite experiments/gpu-check-compile.yaml || failed=1
 if [ "$gpus" -ge 2 ]; then
-    deadline=$(($(date +%s) + ${GPU_CHECK_TIMEOUT_MULTI_GPU:-180}))
-    stage multi-gpu 180 gpu-check-multi amp_suite experiments/gpu-check-multi.yaml --gpus all || failed=1
+    stage multi-gpu 90 180 gpu-check-multi amp_suite experiments/gpu-check-multi.yaml --gpus all || failed=1
 else
     say "[multi-gpu] multi-GPU and DDP: not run, this machine has $gpus GPU (they need 2 or more)"
 fi
+# The harness's own cost on the launch-bound MLP, every mode (exit 1: over the 2% budget). A script,
+# not a module: PYTHONPATH gives it, and the sides it starts, this checkout's amp_suite.
+stage overhead 85 150 - env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$python" scripts/bench_overhead.py \
+    --device cuda --pairs 2 || failed=1
 
 echo
 checks=$("$python" scripts/gpu_check_summary.py checks "$work" --gpus "$gpus") || failed=1

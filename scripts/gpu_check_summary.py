@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
 """The screen scripts/gpu-check.sh leaves in OUT_DIR/gpu-check.txt, one block at a time.
 
-    python scripts/gpu_check_summary.py stage WORK NAME --exit N --wall-s S --budget-s S [--matrix NAME]
+    python scripts/gpu_check_summary.py stage WORK NAME --exit N --wall-s S --budget-s S
+                                              [--estimate-s S] [--matrix NAME]
     python scripts/gpu_check_summary.py checks WORK [--gpus N]
 
 WORK is the script's working folder: WORK/run/results.jsonl (every matrix's records, the records
 of truth), WORK/NAME.txt (each stage's output), WORK/nvidia-smi.txt and WORK/stages.tsv.
 
-`stage` prints one stage's block, which the script appends as soon as the stage ends (so a run
-cut short still leaves what it did): the stage's exit code (124: its time budget ran out), wall
-time against the budget, and its key figures: one line per cell its matrix recorded, or the last
-line of its output. `checks` prints the machine and one PASS/FAIL line per GPU-only fact that
-issue 19's fixes (and issue 25's fp8) promise, read from the records, then the verdict; it exits 1
-when a check fails.
+`stage` prints one stage's block, which the script appends as soon as the stage ends (so a run cut
+short still leaves what it did): the stage's exit code (124: its time budget ran out), wall time
+beside the script's estimate and against the budget, and its key figures: one line per cell its
+matrix recorded, or the last line of its output. `checks` prints the machine and one PASS/FAIL
+line per GPU-only fact that issue 19's fixes (and issue 25's fp8) promise, read from the records,
+then the verdict; it exits 1 when a check fails.
 No torch here, and no amp_suite: the records are read as plain JSON.
 """
 
@@ -105,10 +106,15 @@ def _last_line(path: Path) -> str:
     return lines[-1].strip()[:140] if lines else "(no output)"
 
 
-def stage_block(work: Path, name: str, code: int, wall_s: float, budget_s: float, matrix: str | None) -> str:
-    """One stage: how it ended, and what it measured (its matrix's cells) or said (its last line)."""
-    ended = f"TIMED OUT after {wall_s:.0f} s of {budget_s:.0f} s" if code == TIMED_OUT else f"exit {code}"
-    head = f"[{name}] {ended}" + ("" if code == TIMED_OUT else f", {wall_s:.0f} s of {budget_s:.0f} s")
+def stage_block(
+    work: Path, name: str, code: int, wall_s: float, budget_s: float, matrix: str | None,
+    estimate_s: float | None = None,
+) -> str:
+    """One stage: how it ended, how long it took beside its estimate, and what it measured (its
+    matrix's cells) or said (its last line)."""
+    estimate = f" (estimate ~{estimate_s:.0f} s)" if estimate_s is not None else ""
+    ended = f"TIMED OUT after {wall_s:.0f} s{estimate} of {budget_s:.0f} s" if code == TIMED_OUT else f"exit {code}"
+    head = f"[{name}] {ended}" + ("" if code == TIMED_OUT else f", {wall_s:.0f} s{estimate} of {budget_s:.0f} s")
     if matrix is None:
         return f"{head}: {_last_line(work / f'{name}.txt')}"
     cells = [record for record in records(work) if record.get("matrix") == matrix]
@@ -344,13 +350,14 @@ def main() -> int:
     stage.add_argument("--exit", type=int, required=True, dest="code")
     stage.add_argument("--wall-s", type=float, required=True)
     stage.add_argument("--budget-s", type=float, required=True)
+    stage.add_argument("--estimate-s", type=float, help="the script's estimate of the stage's time")
     stage.add_argument("--matrix", help="the matrix the stage ran (its records are its figures)")
     checks = commands.add_parser("checks", help="the PASS/FAIL lines and the verdict")
     checks.add_argument("work", type=Path)
     checks.add_argument("--gpus", type=int, help="GPUs the machine has")
     args = parser.parse_args()
     if args.command == "stage":
-        print(stage_block(args.work, args.name, args.code, args.wall_s, args.budget_s, args.matrix))
+        print(stage_block(args.work, args.name, args.code, args.wall_s, args.budget_s, args.matrix, args.estimate_s))
         return 0
     text, passed = checks_block(args.work, args.gpus)
     print(text)

@@ -21,7 +21,8 @@ UUID = "GPU-5c3d2a1b-0e9f-4a8b-9c7d-6e5f4a3b2c1d"
 MACHINE = {"device_name": "NVIDIA H200", "compute_capability": "9.0", "driver": "580.1", "torch": "2.14.1",
            "cuda": "13.0"}  # fmt: skip
 OUT_FILES = {"gpu-check.txt", "results.jsonl", "bundle.tar.gz"}
-STAGES = ["probe", "gpu-tests", "batch-search", "matrix", "fp8", "overhead", "compile"]
+STAGES = ["probe", "gpu-tests", "batch-search", "matrix", "fp8", "compile", "overhead"]
+BEFORE_COMPILE = STAGES[: STAGES.index("compile")]
 OVERHEAD = "overhead within 2% (median suite/bare speed, CPU/wall): fp32 0.995/0.991, tf32 0.990/0.993, bf16 0.987/0.990, fp16 0.985/0.989"  # noqa: E501
 
 
@@ -97,10 +98,13 @@ echo "$*" >> "$here/calls.txt"
 case "$1 ${2:-}" in
   "-c "*) echo "gpus $(cat "$here/gpus")"; echo "torch 2.14.1, CUDA 13.0: NVIDIA H200, cc (9, 0)"
           exit "$(cat "$here/probe.exit")" ;;
-  "-m pytest") echo "7 passed, 1 deselected in 3.0s"; exit "$(cat "$here/tests.exit")" ;;
+  "-m pytest") echo "7 passed, 1 deselected in 3.0s"
+               if [ -f "$here/tests.hang" ]; then while [ ! -f "$here/release" ]; do sleep 0.1; done; fi
+               exit "$(cat "$here/tests.exit")" ;;
   "-m amp_suite") ;;
   "scripts/bench_overhead.py "*) echo "${PYTHONPATH:-}" > "$here/overhead.pythonpath"
-                                 echo "  fp32 pair 1 of 3: CPU 0.995, wall 0.991"; echo "OVERHEAD"
+                                 echo "  fp32 pair 1 of 2: CPU 0.995, wall 0.991"; echo "OVERHEAD"
+                                 [ -f "$here/overhead.hang" ] && while [ ! -f "$here/release" ]; do sleep 0.1; done
                                  exit "$(cat "$here/overhead.exit")" ;;
   *) exec REAL "$@" ;;
 esac
@@ -136,8 +140,8 @@ def stand_in(tmp_path, matrices=None, exits=None, hang=(), gpus=1, tests_exit=0,
     for matrix, records in (matrices or green()).items():
         (here / f"{matrix}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         (here / f"{matrix}.exit").write_text(str((exits or {}).get(matrix, 0)))
-        if matrix in hang:
-            (here / f"{matrix}.hang").touch()
+    for name in hang:  # a matrix's name, or "tests" or "overhead"
+        (here / f"{name}.hang").touch()
     return here
 
 
@@ -186,7 +190,8 @@ def test_all_green_appends_each_stage_checks_every_fact_and_leaves_three_files(t
     assert blocks == sorted(blocks), text  # appended in the order the stages ran
     assert "[gpu-tests] exit 0" in text and "7 passed, 1 deselected" in text
     assert "[compile] exit 0" in text and "gpu-check-compile: 4 cells: 4 ok" in text
-    assert re.search(rf"\[overhead\] exit 0, \d+ s of 150 s: {re.escape(OVERHEAD)}\n", text)  # the bench's last line
+    # the bench's last line, its time beside the script's estimate
+    assert re.search(rf"\[overhead\] exit 0, \d+ s \(estimate ~85 s\) of 150 s: {re.escape(OVERHEAD)}\n", text)
     assert "transformer/bs16/seed0/fp32" in text and "3,200/s | 120.0 TFLOP/s | MFU 24% | 0.14 J/sample" in text
     assert "timed 2.0 s" in text and "largest batch 14 (memory)" in text
     assert "multi-GPU and DDP: not run, this machine has 1 GPU" in text
@@ -205,7 +210,7 @@ def test_all_green_appends_each_stage_checks_every_fact_and_leaves_three_files(t
     calls = (here / "calls.txt").read_text()
     assert "-m pytest -m gpu -k not largest_batch" in calls  # its batch search is the batch-search stage's
     assert "experiments/gpu-check.yaml" in calls and "--device cuda" in calls and "gpu-check-multi" not in calls
-    assert "scripts/bench_overhead.py --device cuda --pairs 3" in calls
+    assert "scripts/bench_overhead.py --device cuda --pairs 2" in calls
     assert (here / "overhead.pythonpath").read_text().strip().split(":")[0] == str(REPO)  # this checkout's amp_suite
     runs = (here / "matrices.txt").read_text().splitlines()
     assert [run.split()[0] for run in runs] == ["gpu-check-batch", "gpu-check", "gpu-check-fp8", "gpu-check-compile"]
@@ -239,8 +244,41 @@ def test_a_stage_that_hangs_is_stopped_at_its_budget_and_the_rest_still_runs(tmp
     text = screen(out)
     for name in ("probe", "gpu-tests", "batch-search", "compile"):
         assert f"[{name}] exit 0" in text, text
-    assert "[matrix] TIMED OUT after" in text and "s of 2 s: gpu-check: 4 cells: 4 ok" in text  # what it recorded
+    assert "[matrix] TIMED OUT after" in text and "s (estimate ~75 s) of 2 s: gpu-check: 4 cells: 4 ok" in text
     assert "gpu-check: FAIL: matrix exit 124" in text
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_every_stage_hanging_ends_within_the_one_deadline_and_the_summary_says_which_ran(tmp_path, gpus):
+    """gpu-check.sh's deadline (540 s) holds for every stage, the multi-GPU one too: here 14 s, each
+    stage's budget 3 s, and every stage but the probe hangs."""
+    hang = {"tests", "overhead", "gpu-check-batch", "gpu-check", "gpu-check-fp8", "gpu-check-compile",
+            "gpu-check-multi"}  # fmt: skip
+    budgets = {stage.replace("-", "_"): 3 for stage in ("gpu-tests", "batch-search", "matrix", "fp8", "compile",
+                                                         "multi-gpu", "overhead")} | {"total": 14}  # fmt: skip
+    started = time.monotonic()
+    try:
+        done, out, _ = gpu_check(tmp_path, budgets=budgets, hang=hang, gpus=gpus)
+    finally:
+        (tmp_path / "stand-in" / "release").touch()
+    took = time.monotonic() - started
+    assert done.returncode != 0 and took < 14 + 10, took  # the deadline, and the summary's own seconds
+    text = screen(out)
+    stages = [*STAGES[1:-1], *(["multi-gpu"] if gpus >= 2 else []), "overhead"]
+    ran = [name for name in stages if f"[{name}] TIMED OUT" in text]
+    cut = [name for name in stages if f"[{name}] not run: the deadline" in text]
+    assert ran + cut == stages, text  # each stage said: ran out of its budget, or never started
+    assert ran[:2] == ["gpu-tests", "batch-search"] and cut[-1] == "overhead", text  # in order, the last cut
+    assert "(estimate ~85 s)" in text and "gpu-check: FAIL: gpu-tests exit 124" in text  # which, and why
+
+
+def test_the_deadline_holds_every_stage_to_540_s_and_the_estimates_fit_it_on_one_gpu():
+    script = (REPO / "scripts" / "gpu-check.sh").read_text()
+    assert "deadline=$((started + ${GPU_CHECK_TIMEOUT_TOTAL:-540}))" in script
+    assert script.count("deadline=") == 1  # set once: no stage gets a deadline of its own
+    estimates = {m[1]: int(m[2]) for m in re.finditer(r"^\s*(?:if ! )?stage ([a-z0-9-]+) (\d+) (\d+) ", script, re.M)}
+    assert list(estimates) == [*STAGES[:-1], "multi-gpu", "overhead"]
+    assert sum(v for k, v in estimates.items() if k != "multi-gpu") <= 540, estimates
 
 
 def start_in_background(tmp_path, **behaviour):
@@ -265,7 +303,7 @@ def test_a_run_killed_from_outside_leaves_the_summary_of_the_stages_that_ended(t
     finally:
         (here / "release").touch()  # the stand-in's hang ends; timeout(1), in a group of its own, with it
     text = screen(out)
-    assert all(f"[{name}] exit 0" in text for name in STAGES[:-1]) and "[compile]" not in text, text
+    assert all(f"[{name}] exit 0" in text for name in BEFORE_COMPILE) and "[compile]" not in text, text
     assert len((out / "results.jsonl").read_text().splitlines()) == 10  # batch-search's 2, matrix's 4, fp8's 4
     assert_few_files(out)
 
@@ -278,7 +316,7 @@ def test_a_run_stopped_by_sigterm_stops_its_stage_and_says_so(tmp_path):
     finally:
         (here / "release").touch()
     text = screen(out)
-    assert all(f"[{name}] exit 0" in text for name in STAGES[:-1]), text
+    assert all(f"[{name}] exit 0" in text for name in BEFORE_COMPILE), text
     assert text.splitlines()[-1].startswith("gpu-check: stopped by SIGTERM during the compile stage")
     assert "PASS batch search" in text and "PASS compiled cells ended ok" in text  # the checks of what it has
     assert len((out / "results.jsonl").read_text().splitlines()) == 14  # the compile stage's too
