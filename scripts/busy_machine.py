@@ -9,7 +9,7 @@ The hog is this script's own child, in its process group: one spinning process p
 for a random 0.2-1.5 s, then all off for as long, until the busy runs end (and at most --hog-limit
 seconds in any case).
 
-    python scripts/busy_machine.py                      # 3 quiet runs, 5 busy ones: about 3 minutes on 2 cores
+    python scripts/busy_machine.py                      # 3 quiet runs, 5 busy ones: about 1.5 minutes on 2 cores
     python scripts/busy_machine.py --quiet 2 --busy 2   # what tests/test_busy_machine.py runs
     PYTHONPATH=/path/to/other/checkout python scripts/busy_machine.py   # another version of the suite
 """
@@ -34,7 +34,7 @@ MATRIX = {
     "seed": 0,
     "repeats": 1,
     "warmup_steps": 5,
-    "steps": 120,
+    "steps": 600,  # windows of 100 steps (~0.2 s here): a hiccup of the host reads as a few percent of one
     "precisions": ["fp32", "bf16"],
     "workloads": [
         {"workload": "mlp", "hidden": 256, "depth": 3, "num_classes": 10, "batch_sizes": [64], "samples": 2048,

@@ -3,6 +3,7 @@
 # one H200, never more than 9 (one deadline for every stage, the multi-GPU one too).
 #
 #   scripts/gpu-check.sh OUT_DIR
+#   scripts/gpu-check.sh --rehearse OUT_DIR   # CI: every stage on this CPU, at tiny sizes (below)
 #
 # Stages, in order, with the estimate for one H200 (a new Python process that imports torch
 # ~5-10 s; a cell forked from the suite's forkserver 2-5 s before it trains; a cold inductor
@@ -45,12 +46,23 @@
 # Exits 0 only when every stage exited 0 and every check passed. Stopped by SIGINT, SIGTERM or
 # SIGHUP, it stops the stage, appends the checks of what it has, and exits 128 + the signal.
 #
+# --rehearse runs every stage's code path on the CPU before a GPU lease does, so that a stage that
+# would crash on a path, a missing file, a config or a record the summary can't read crashes in CI:
+# each matrix cut to CPU size by scripts/gpu_check_rehearsal.py (same name, workloads, modes, compile
+# modes, DDP axes), every mode forced, the batch search against a stand-in device of 16 MB that
+# raises CUDA's out-of-memory error (scripts/simulated_memory), `pytest -m gpu` collected (its tests skip),
+# the multi-GPU matrix without --gpus (DDP on gloo; --gpus needs CUDA), and the overhead benchmark
+# one short pair with its sides one after the other, as on CUDA, its speed not judged. The checks
+# are GPU facts: printed, not judged. Exits 0 when every stage exited 0. About 4 minutes on 2 cores.
+#
 # Environment: PYTHON (default: .venv/bin/python, else python3) must hold the suite and its
 # dependencies. GPU_CHECK_TIMEOUT_<STAGE> (seconds; e.g. GPU_CHECK_TIMEOUT_COMPILE, with - as _)
 # changes a stage's budget, GPU_CHECK_TIMEOUT_TOTAL the deadline of every stage (540 s).
 set -uo pipefail  # no -e: a failed stage is recorded, and the next one still runs
 
-out=${1:?usage: scripts/gpu-check.sh OUT_DIR}
+rehearse=0
+if [ "${1:-}" = --rehearse ]; then rehearse=1 && shift; fi
+out=${1:?usage: scripts/gpu-check.sh [--rehearse] OUT_DIR}
 out=$(realpath -m -- "$out")  # before the cd below: a relative OUT_DIR means the caller's directory
 cd "$(dirname "$0")/.." || exit 2
 python=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
@@ -137,6 +149,10 @@ trap 'on_signal TERM 15' TERM
 trap 'on_signal HUP 1' HUP
 
 probe() {
+    if [ "$rehearse" = 1 ]; then
+        "$python" -c 'import torch; print("gpus 0"); print(f"rehearsal on the CPU: torch {torch.__version__}")'
+        return
+    fi
     { nvidia-smi && nvidia-smi -L; } >"$work/nvidia-smi.txt" 2>&1 || echo "nvidia-smi unavailable" >>"$work/nvidia-smi.txt"
     "$python" -c 'import torch
 assert torch.cuda.is_available(), "PyTorch sees no CUDA device"
@@ -145,10 +161,23 @@ print(f"torch {torch.__version__}, CUDA {torch.version.cuda}: {torch.cuda.device
 }
 
 amp_suite() {  # one matrix into the shared run folder (records append; the lock keeps runs apart)
-    "$python" -m amp_suite run --matrix "$1" --out "$work/run" --device cuda "${@:2}"
+    if [ "$rehearse" = 0 ]; then
+        "$python" -m amp_suite run --matrix "$1" --out "$work/run" --device cuda "${@:2}"
+        return
+    fi
+    # Cut to CPU size under the same name (the summary finds its records by it), every mode forced:
+    # the CPU is slow at fp16 and fp8, not unable.
+    local small
+    small="$work/matrices/$(basename "$1")"
+    mkdir -p "$work/matrices" && "$python" scripts/gpu_check_rehearsal.py "$1" "$small" || return 2
+    "$python" -m amp_suite run --matrix "$small" --out "$work/run" --device cpu --force "${@:2}"
 }
 
 capped() {  # a command whose CUDA allocators are capped, through a sitecustomize on PYTHONPATH
+    if [ "$rehearse" = 1 ]; then  # a CPU has no allocator to cap: a stand-in device of 16 MB raises CUDA's OOM
+        PYTHONPATH="$PWD/scripts/simulated_memory${PYTHONPATH:+:$PYTHONPATH}" DEVICE_BYTES=16000000 "$@"
+        return
+    fi
     mkdir -p "$work/hooks"
     cat >"$work/hooks/sitecustomize.py" <<'PY'
 """gpu-check's batch-search stage: every process's CUDA allocator capped, so the search meets a real
@@ -175,11 +204,12 @@ PY
 }
 
 # The stages run under timeout(1), in a bash of their own: it needs these.
-export python work MEMORY_CAP_MB
+export python work MEMORY_CAP_MB rehearse
 export -f probe amp_suite capped
 
 failed=0
-echo "gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), into $out" | tee "$summary"
+echo "gpu-check$([ "$rehearse" = 1 ] && echo " --rehearse") $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), into $out" |
+    tee "$summary"
 if ! stage probe 10 60 - probe; then
     say "gpu-check: FAIL: no usable GPU (see nvidia-smi.txt in the bundle); nothing else was run"
     exit 1
@@ -194,18 +224,25 @@ stage batch-search 55 120 gpu-check-batch capped amp_suite experiments/gpu-check
 stage matrix 75 120 gpu-check amp_suite experiments/gpu-check.yaml || failed=1
 stage fp8 100 150 gpu-check-fp8 amp_suite experiments/gpu-check-fp8.yaml || failed=1
 stage compile 145 240 gpu-check-compile amp_suite experiments/gpu-check-compile.yaml || failed=1
-if [ "$gpus" -ge 2 ]; then
+if [ "$rehearse" = 1 ]; then  # --gpus places cells on CUDA devices: a rehearsal runs DDP on gloo
+    stage multi-gpu 90 180 gpu-check-multi amp_suite experiments/gpu-check-multi.yaml || failed=1
+elif [ "$gpus" -ge 2 ]; then
     stage multi-gpu 90 180 gpu-check-multi amp_suite experiments/gpu-check-multi.yaml --gpus all || failed=1
 else
     say "[multi-gpu] multi-GPU and DDP: not run, this machine has $gpus GPU (they need 2 or more)"
 fi
 # The harness's own cost on the launch-bound MLP, every mode (exit 1: over the 2% budget). A script,
 # not a module: PYTHONPATH gives it, and the sides it starts, this checkout's amp_suite.
+overhead=(--device cuda --pairs 2)
+# Rehearsed: one short pair, its sides one after the other as on CUDA; a CPU's speed is not judged.
+if [ "$rehearse" = 1 ]; then overhead=(--device cpu --sequential --pairs 1 --steps 40 --warmup 5 --max-overhead 1); fi
 stage overhead 85 150 - env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$python" scripts/bench_overhead.py \
-    --device cuda --pairs 2 || failed=1
+    "${overhead[@]}" || failed=1
 
 echo
-checks=$("$python" scripts/gpu_check_summary.py checks "$work" --gpus "$gpus") || failed=1
+judged=()
+if [ "$rehearse" = 1 ]; then judged=(--rehearsal); fi
+checks=$("$python" scripts/gpu_check_summary.py checks "$work" --gpus "$gpus" "${judged[@]}") || failed=1
 say "${checks:-gpu-check: FAIL: the summary script failed}"
 say "total: $(($(date +%s) - started)) s"
 collect

@@ -3,7 +3,7 @@
 
     python scripts/gpu_check_summary.py stage WORK NAME --exit N --wall-s S --budget-s S
                                               [--estimate-s S] [--matrix NAME]
-    python scripts/gpu_check_summary.py checks WORK [--gpus N]
+    python scripts/gpu_check_summary.py checks WORK [--gpus N] [--rehearsal]
 
 WORK is the script's working folder: WORK/run/results.jsonl (every matrix's records, the records
 of truth), WORK/NAME.txt (each stage's output), WORK/nvidia-smi.txt and WORK/stages.tsv.
@@ -13,7 +13,9 @@ short still leaves what it did): the stage's exit code (124: its time budget ran
 beside the script's estimate and against the budget, and its key figures: one line per cell its
 matrix recorded, or the last line of its output. `checks` prints the machine and one PASS/FAIL
 line per GPU-only fact that issue 19's fixes (and issue 25's fp8) promise, read from the records,
-then the verdict; it exits 1 when a check fails.
+then the verdict; it exits 1 when a check fails. With --rehearsal (`gpu-check.sh --rehearse`, on a
+CPU) the checks are printed under a line that says they are GPU facts, not judged, and it exits 0:
+what the rehearsal proves is that they read the records without failing.
 No torch here, and no amp_suite: the records are read as plain JSON.
 """
 
@@ -118,6 +120,8 @@ def stage_block(
     if matrix is None:
         return f"{head}: {_last_line(work / f'{name}.txt')}"
     cells = [record for record in records(work) if record.get("matrix") == matrix]
+    if not cells:  # refused before any cell ran (a bad matrix: exit 2), or cut off: its last word
+        return f"{head}: {matrix}: no cells recorded: {_last_line(work / f'{name}.txt')}"
     return "\n".join([f"{head}: {matrix}: {by_status(cells)}", *map(cell_line, cells)])
 
 
@@ -355,13 +359,16 @@ def main() -> int:
     checks = commands.add_parser("checks", help="the PASS/FAIL lines and the verdict")
     checks.add_argument("work", type=Path)
     checks.add_argument("--gpus", type=int, help="GPUs the machine has")
+    checks.add_argument("--rehearsal", action="store_true", help="a CPU rehearsal: print the checks, judge none")
     args = parser.parse_args()
     if args.command == "stage":
         print(stage_block(args.work, args.name, args.code, args.wall_s, args.budget_s, args.matrix, args.estimate_s))
         return 0
     text, passed = checks_block(args.work, args.gpus)
+    if args.rehearsal:
+        print("rehearsal on the CPU: the checks below are GPU facts, shown and not judged")
     print(text)
-    return 0 if passed else 1
+    return 0 if passed or args.rehearsal else 1
 
 
 if __name__ == "__main__":

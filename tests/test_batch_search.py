@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import amp_suite, read_records, tiny_matrix
+from conftest import REPO, amp_suite, read_records, tiny_matrix
 
 from amp_suite.config import Matrix
 from amp_suite.execution.batch_search import PROBE_STEPS, PROBE_WARMUP, search_batch
@@ -184,60 +184,12 @@ def test_the_search_ends_where_the_device_cannot_run_the_mode_and_at_the_real_tr
     assert max(batch for batch, _ in search["probes"]) == 1437
 
 
-# A device with a memory budget: every tensor storage created while a cell measures (the data on
-# the device, the model, its copies, activations, gradients, optimizer state) counts until it is
-# freed, and past the budget an allocation raises CUDA's out-of-memory error. Activations grow with
-# the batch, and autocast's bf16 ones take half the bytes: what decides the largest batch on a GPU.
-SIMULATED_MEMORY = """
-import os
-import weakref
-
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
-
-import amp_suite.execution.batch_search
-import amp_suite.cell.run
-from amp_suite.hardware.capability import cpu_caps
-
-BUDGET = int(os.environ["DEVICE_BYTES"])
-amp_suite.execution.batch_search.unsupported_reason = lambda device: None
-amp_suite.cell.run.probe = lambda device: cpu_caps("simulated device", frozenset({"avx512_bf16"}))
-
-
-class DeviceMemory(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.live, self.used = {}, 0
-
-    def free(self, key):
-        self.used -= self.live.pop(key)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for tensor in tree_leaves(out):
-            if not isinstance(tensor, torch.Tensor):
-                continue
-            storage = tensor.untyped_storage()
-            if storage.data_ptr() not in self.live and storage.nbytes():  # views share their base's
-                self.live[storage.data_ptr()] = storage.nbytes()
-                self.used += storage.nbytes()
-                weakref.finalize(storage, self.free, storage.data_ptr())
-        if self.used > BUDGET:
-            raise torch.OutOfMemoryError(f"CUDA out of memory: {self.used} bytes live of {BUDGET} (simulated)")
-        return out
-
-
-real_measure = amp_suite.cell.run.measure
-
-
-def measure(spec, device, progress, **options):
-    with DeviceMemory():
-        return real_measure(spec, device, progress, **options)
-
-
-amp_suite.cell.run.measure = measure
-"""
+# A device with a memory budget (DEVICE_BYTES): every tensor storage created while a cell measures
+# (the data on the device, the model, its copies, activations, gradients, optimizer state) counts
+# until it is freed, and past the budget an allocation raises CUDA's out-of-memory error.
+# Activations grow with the batch, and autocast's bf16 ones take half the bytes: what decides the
+# largest batch on a GPU. gpu-check's rehearsal loads the same file.
+SIMULATED_MEMORY = (REPO / "scripts" / "simulated_memory" / "sitecustomize.py").read_text()
 # 4 inputs, 32 hidden: weights are small, so activations fill the budget at these batches.
 NARROW = {**MLP, "in_features": 4, "samples": 512, "data": {"source": "synthetic", "val_samples": 64}}
 

@@ -14,9 +14,11 @@ import tarfile
 import time
 
 import pytest
+import yaml
 from conftest import REPO
 
 SUMMARY = REPO / "scripts" / "gpu_check_summary.py"
+REHEARSAL = REPO / "scripts" / "gpu_check_rehearsal.py"
 UUID = "GPU-5c3d2a1b-0e9f-4a8b-9c7d-6e5f4a3b2c1d"
 MACHINE = {"device_name": "NVIDIA H200", "compute_capability": "9.0", "driver": "580.1", "torch": "2.14.1",
            "cuda": "13.0"}  # fmt: skip
@@ -474,6 +476,19 @@ def test_an_unknown_peak_is_not_judged_and_a_failed_stage_fails_the_verdict(tmp_
     assert done.returncode == 1 and done.stdout.splitlines()[-1] == "gpu-check: FAIL: compile exit 124"
 
 
+def test_a_stage_refused_before_any_cell_ran_shows_its_error(tmp_path):
+    """A matrix the validator refuses exits 2 with one line and records nothing: the stage's block
+    quotes that line (it said "0 cells:" and nothing more)."""
+    (tmp_path / "run").mkdir()
+    error = "amp-suite: error: gpu-check-fp8.yaml: workloads.0.num_classes: Input should be greater than or equal to 2"
+    (tmp_path / "fp8.txt").write_text(f"{error}\n")
+    command = [sys.executable, str(SUMMARY), "stage", str(tmp_path), "fp8", "--exit", "2", "--wall-s", "1",
+               "--budget-s", "150", "--matrix", "gpu-check-fp8"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"[fp8] exit 2, 1 s of 150 s: gpu-check-fp8: no cells recorded: {error[:140]}"
+
+
 # -- the matrices the stages run -------------------------------------------------------------
 
 
@@ -483,14 +498,15 @@ def test_the_gpu_check_matrices_hold_what_the_checks_judge():
     search of fp32 against bf16; the script runs each on CUDA."""
     import importlib.util
 
-    from amp_suite.config import PRECISIONS, WORKLOADS, load_matrix
+    from amp_suite.config import PRECISIONS, load_matrix
+    from amp_suite.config.workloads import REFERENCE_WORKLOADS
 
     matrices = {name: load_matrix(REPO / "experiments" / f"{name}.yaml") for name in
                 ("gpu-check", "gpu-check-batch", "gpu-check-fp8", "gpu-check-compile", "gpu-check-multi")}  # fmt: skip
     eager = matrices["gpu-check"]
     assert tuple(eager.precisions) == PRECISIONS[:4]
     assert {w.workload for w in eager.workloads} == {"transformer", "bert"}
-    assert {w.workload for m in matrices.values() for w in m.workloads} == set(WORKLOADS)
+    assert {w.workload for m in matrices.values() for w in m.workloads} == set(REFERENCE_WORKLOADS)
     spec = importlib.util.spec_from_file_location("gpu_check_summary", SUMMARY)
     summary = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(summary)
@@ -507,3 +523,22 @@ def test_the_gpu_check_matrices_hold_what_the_checks_judge():
     assert batch.precisions == ["fp32", "bf16"] and [w.batch_sizes for w in batch.workloads] == [["auto"]]
     script = (REPO / "scripts" / "gpu-check.sh").read_text()
     assert all(f"experiments/{name}.yaml" in script for name in matrices) and "--device cuda" in script
+
+
+def test_the_rehearsal_cuts_each_matrix_to_cpu_size_and_keeps_its_cells(tmp_path):
+    """`gpu-check.sh --rehearse` (run by .ci/run) trains what scripts/gpu_check_rehearsal.py makes
+    of each matrix: the same name and the same cells (workload, precision, compile mode, layout,
+    DDP axes, batch search), at sizes a CPU trains in seconds."""
+    from amp_suite.config import load_matrix
+
+    for name in ("gpu-check", "gpu-check-batch", "gpu-check-fp8", "gpu-check-compile", "gpu-check-multi"):
+        source = REPO / "experiments" / f"{name}.yaml"
+        small = tmp_path / f"{name}.yaml"
+        done = subprocess.run([sys.executable, str(REHEARSAL), str(source), str(small)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        full, cut = load_matrix(source), load_matrix(small)
+        assert cut.name == full.name and cut.steps < full.steps
+        names = [[spec.cell_id.replace(f"/bs{spec.batch_size}/", "/") for spec in m.cells("cuda")] for m in (full, cut)]
+        assert names[0] == names[1], name
+        for workload in yaml.safe_load(small.read_text())["workloads"]:  # the widths it sets, at CPU size
+            assert all(workload[key] <= 64 for key in ("hidden", "n_embd", "d_model", "in_features") if key in workload)

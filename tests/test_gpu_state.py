@@ -99,6 +99,67 @@ def test_a_paused_stretch_leaves_its_time_and_energy_out(clock):
     assert fields["energy_j"] == pytest.approx(600.0) and fields["power_w"] == pytest.approx(300.0)
 
 
+class TickingNvml(FakeNvml):
+    """An energy counter as NVML keeps one: it advances every `tick_s` (10 ms), to the energy used
+    up to that update. `run(seconds, watts)` moves the clock on at that power."""
+
+    def __init__(self, clock: list[float], tick_s: float = 0.01) -> None:
+        super().__init__()
+        self.clock, self.tick_s = clock, tick_s
+        self.points = [(clock[0], 0.0)]  # (time, joules used since the start): power changes here
+
+    def run(self, seconds: float, watts: float) -> None:
+        self.clock[0] += seconds
+        self.points.append((self.clock[0], self.points[-1][1] + seconds * watts))
+
+    def used_j(self, at: float) -> float:
+        for (t0, e0), (t1, e1) in zip(self.points, self.points[1:], strict=False):
+            if t0 <= at <= t1 and t1 > t0:
+                return e0 + (e1 - e0) * (at - t0) / (t1 - t0)
+        return self.points[-1][1]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        last_update = self.tick_s * int(self.clock[0] / self.tick_s + 1e-9)
+        return round(1000 * self.used_j(last_update))
+
+
+def test_where_the_counter_updates_fall_in_short_pauses_does_not_move_the_steps_energy(clock):
+    """20 evaluations of 5 ms at 250 W between 2.1 s of steps at 300 W (630 J), on a counter that
+    updates every 10 ms, timed from 5 phases against its updates. Subtracted reading for reading, a
+    pause took out nothing or up to a whole update of the steps' energy, by where the updates fell:
+    the estimates ranged over 597-655 J. Prorated, each is 625.2-625.4 J: off by the pauses' time x
+    the difference in power (0.1 s x 50 W = 5 J), whatever the phase."""
+    estimates = []
+    for phase_ms in range(0, 10, 2):
+        clock[0] = 100.0
+        nvml = TickingNvml(clock)
+        nvml.run(phase_ms / 1000, 300.0)  # the last warmup steps, up to where the timed ones start
+        with GpuState(CUDA, nvml) as state:
+            for _ in range(20):
+                nvml.run(0.1, 300.0)
+                with state.paused():
+                    nvml.run(0.005, 250.0)
+                nvml.run(0.005, 300.0)
+        estimates.append(state.fields(TimedRegion(steps=100, batch_size=10))["energy_j"])
+    assert max(estimates) - min(estimates) < 1.0, estimates
+    assert all(abs(estimate - 630.0) <= 0.1 * 50.0 + 0.5 for estimate in estimates), estimates  # 0.5: the ends
+
+
+def test_a_long_pause_another_cells_turn_is_subtracted_reading_for_reading(clock):
+    """Side by side, a pause is another cell's turn (0.5 s at 350 W here): its energy is that
+    cell's, and over half a second the counter's updates are fine enough to subtract it."""
+    clock[0] = 100.0
+    nvml = TickingNvml(clock)
+    with GpuState(CUDA, nvml) as state:
+        for _ in range(4):
+            nvml.run(0.5, 300.0)
+            with state.paused():
+                nvml.run(0.5, 350.0)
+        nvml.run(0.5, 300.0)
+    fields = state.fields(TimedRegion(steps=100, batch_size=10))
+    assert fields["energy_j"] == pytest.approx(750.0, rel=0.01) and fields["power_w"] == pytest.approx(300.0, rel=0.01)
+
+
 def test_a_slowdown_at_either_end_or_in_between_marks_the_cell_throttled(clock):
     at_end = timed(FakeNvml(reasons=GPU_IDLE), clock, 2.0, reasons=SW_THERMAL)
     assert at_end["throttled"] is True and at_end["throttle_reasons"] == ["sw_thermal_slowdown"]

@@ -32,6 +32,13 @@ VIOLATION_POLICIES = {"power_cap_violation": 0, "thermal_violation": 1}
 # The energy counter advances in steps of tens of milliseconds or more (by GPU generation): over a
 # shorter timed region its delta says more about the counter than about the steps.
 MIN_ENERGY_WINDOW_S = 1.0
+# A pause shorter than this (an evaluation of a small validation set) is too short for the counter:
+# the readings at its ends would each miss up to one update, the one before it holding the steps'
+# energy, so subtracting them takes out about half an update of the steps' energy a pause, or a whole
+# one. Its energy is counted instead at the steps' rate, over its time (`fields`): off by its time x
+# the difference in power, a few milliseconds' worth. Longer pauses (another cell's turn side by
+# side, whose energy is that cell's) are subtracted, reading for reading.
+SHORT_PAUSE_S = 0.1
 
 FIELDS = fields_of(CellRecord, instrument="gpu_state")  # the record fields this instrument fills
 
@@ -56,8 +63,9 @@ class GpuState:
         self._note: str | None = None
         self.start: Reading | None = None
         self.end: Reading | None = None
-        self._excluded_s = 0.0  # paused() stretches: their time and energy are not the steps'
-        self._excluded_mj: int | None = 0
+        self._excluded_s = 0.0  # paused() stretches: their time is not the steps'
+        self._excluded_mj: int | None = 0  # the energy of the long ones (SHORT_PAUSE_S)
+        self._short_pauses_s = 0.0  # the short ones: inside the energy's span, prorated out
 
     def __enter__(self) -> GpuState:
         if self.device.type == "cuda":
@@ -74,8 +82,9 @@ class GpuState:
 
     @contextmanager
     def paused(self) -> Iterator[None]:
-        """Leave the block's time and energy out (an evaluation between timed steps): NVML is read
-        at its two ends, outside the steps."""
+        """Leave the block's time and energy out (an evaluation between timed steps, another cell's
+        turn): NVML is read at its two ends, outside the steps. A short block's energy is prorated
+        out instead (SHORT_PAUSE_S)."""
         if self._gpu is None:
             yield
             return
@@ -85,7 +94,9 @@ class GpuState:
         finally:
             after = self._read()
             self._excluded_s += after.at - before.at
-            if self._excluded_mj is not None and before.energy_mj is not None and after.energy_mj is not None:
+            if after.at - before.at < SHORT_PAUSE_S:
+                self._short_pauses_s += after.at - before.at
+            elif self._excluded_mj is not None and before.energy_mj is not None and after.energy_mj is not None:
                 self._excluded_mj += after.energy_mj - before.energy_mj
             else:
                 self._excluded_mj = None  # a pause whose energy is unknown leaves the steps' unknown
@@ -100,7 +111,10 @@ class GpuState:
         elapsed = end.at - start.at - self._excluded_s
         if start.energy_mj is not None and end.energy_mj is not None and self._excluded_mj is not None:
             if elapsed >= MIN_ENERGY_WINDOW_S:
-                energy_j = (end.energy_mj - start.energy_mj - self._excluded_mj) / 1000
+                # Over the steps and the short pauses, the counter's delta less the long pauses'; the
+                # steps' share of it by their time.
+                spanned_j = (end.energy_mj - start.energy_mj - self._excluded_mj) / 1000
+                energy_j = spanned_j * elapsed / (elapsed + self._short_pauses_s)
                 per_sample, power = energy_j / region.samples, energy_j / elapsed
                 values |= {"energy_j": energy_j, "energy_j_per_sample": per_sample, "power_w": power}
             else:
