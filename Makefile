@@ -8,7 +8,7 @@ TORCH := torch==2.14.1
 TORCHVISION := torchvision==0.29.1
 LOCKS := -c constraints.txt -c locks/cu130.txt
 
-.PHONY: install run test lint ui lock lock-line container-check
+.PHONY: install run test lint ui lock lock-line container-check gpu-check-rehearsal
 
 install: $(VENV)/.installed
 
@@ -25,15 +25,18 @@ run: install  ## the matrix that fits this machine (GPU: default.yaml, else smok
 	$(BIN)/amp-suite run --out $(OUT)
 
 test: install  ## the whole suite: one worker per core (slow files first, shared fixtures once), then the tests marked alone
-	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not alone"
-	$(BIN)/python -m pytest -m alone
+	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not alone" --durations=12
+	$(BIN)/python -m pytest -m alone --durations=8
 
 lint: install
-	$(BIN)/ruff check amp_suite tests scripts
+	$(BIN)/ruff check amp_suite tests scripts examples
 	$(BIN)/hadolint Dockerfile mlflow/Dockerfile
 
 ui: install
 	$(BIN)/amp-suite ui --out $(OUT)
+
+gpu-check-rehearsal: install  ## every stage of scripts/gpu-check.sh on this CPU at tiny sizes, into $(OUT)/gpu-check-rehearsal (about 4 minutes)
+	bash scripts/gpu-check.sh --rehearse $(OUT)/gpu-check-rehearsal
 
 container-check:  ## build the image with podman (a Debian stand-in base where NVIDIA's can't be pulled) and run it: no GPU, CPU matrix, stop/resume, MLflow login
 	bash scripts/container-check.sh

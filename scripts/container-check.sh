@@ -9,9 +9,10 @@
 #   4. no GPU: `run` exits 2 with the advice to pass the GPUs or --device cpu
 #   5. --device cpu: experiments/container-check.yaml (eager and compiled) into a folder from the
 #      host, as a host user that is not in the image; its files belong to that user
-#   6. `podman stop` mid-run: exit 143, the invocation recorded interrupted, no MLflow run left
+#   6. --model /models/cnn.py:build: examples/cnn.py from a mounted folder, as a user's own model
+#   7. `podman stop` mid-run: exit 143, the invocation recorded interrupted, no MLflow run left
 #      RUNNING; --resume in a new container finishes the matrix
-#   7. the tracking server with its basic-auth app: anonymous requests get 401, a matrix run from
+#   8. the tracking server with its basic-auth app: anonymous requests get 401, a matrix run from
 #      the suite's container logs into it with credentials
 # and prints the image sizes and each stage's wall time. Everything it made goes at exit.
 #
@@ -305,6 +306,17 @@ strangers=$(find "$cpu_runs" ! -user "${RUN_USER%%:*}" -o ! -group "${RUN_USER##
 echo "$(find "$cpu_runs" | wc -l) files and folders, all owned by $RUN_USER"
 grep -q "\"base\":\"$suite_base\"" "$cpu_runs/results.jsonl" ||
     fail "the records' environment.image.base is not $suite_base"
+
+begin "run: --model, the user's own code from a mounted folder (no rebuild)"
+model_runs=$(runs_folder model)
+models=$(runs_folder models)
+cp "$REPO/examples/cnn.py" "$models/"
+suite model "$model_runs" -v "$models:/models:ro" -- \
+    run --device cpu --model /models/cnn.py:build --precisions fp32,bf16 --force || fail "--model exited $?"
+podman rm "$NAME-model" >/dev/null
+records "$model_runs" | tee "$WORK/model-records"
+[[ $(grep -cE '^cnn/bs32/seed0/(fp32|bf16) ok ' "$WORK/model-records") -eq 2 ]] ||
+    fail "the mounted model's cells are not both ok: $(head -2 "$WORK/model-records")"
 
 begin "run: podman stop mid-run -> 143, interrupted; --resume finishes"
 stop_runs=$(runs_folder stop)

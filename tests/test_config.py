@@ -8,14 +8,15 @@ import yaml
 from conftest import EXPERIMENTS, tiny_matrix
 from pydantic import ValidationError
 
-from amp_suite.config import PRECISIONS, WORKLOADS, ConfigError, Matrix, ParityConfig, load_matrix
+from amp_suite.config import PRECISIONS, ConfigError, Matrix, ParityConfig, load_matrix
+from amp_suite.config.workloads import REFERENCE_WORKLOADS
 
 
 def test_shipped_matrices_load():
     default, smoke = load_matrix(EXPERIMENTS / "default.yaml"), load_matrix(EXPERIMENTS / "smoke.yaml")
     assert {w.workload for w in default.workloads} == {"resnet", "transformer", "mlp"}
     assert tuple(default.precisions) == PRECISIONS[:4]  # fp16-noscale is for failure-modes.yaml only
-    assert {w.workload for w in smoke.workloads} == set(WORKLOADS)  # every workload, at toy size
+    assert {w.workload for w in smoke.workloads} == set(REFERENCE_WORKLOADS)  # every one of ours, at toy size
     assert set(smoke.precisions) == set(PRECISIONS) - {"fp16-noscale"}  # fp8 too: skipped with its reason on a CPU
 
 

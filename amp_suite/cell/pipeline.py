@@ -66,6 +66,7 @@ class Session:
 
 def prepare(spec: CellSpec, device: torch.device) -> Session:
     workload = build_workload(spec.workload, spec.channels_last)
+    torch.manual_seed(spec.seed)  # a user's entry builds its model (and may draw its data) here
     data = workload.load_data()
     if spec.batch_size > len(data.train):  # `samples` only caps real data: digits has 1,437 to train on
         raise ValueError(f"batch {spec.batch_size} is larger than the training set ({len(data.train)} samples)")

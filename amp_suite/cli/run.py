@@ -26,6 +26,7 @@ from amp_suite.cli.common import (
     say,
     split_names,
 )
+from amp_suite.cli.preflight import check_workloads, model_matrix
 from amp_suite.config import ConfigError, Matrix, load_matrix, read_matrix_text
 from amp_suite.execution.executors import Executor, OnThisBox
 from amp_suite.execution.scheduler import GpuSelection
@@ -39,6 +40,13 @@ MAX_EXPERIMENT_NAME = 256
 @app.command()
 def run(
     matrix: MatrixOption = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Your own model instead of a matrix: module:function or file.py:function returning an"
+            " amp_suite.UserWorkload (fp32, tf32, fp16, bf16; batch 32, 120 steps)"
+        ),
+    ] = None,
     out: OutOption = Path("runs"),
     tracking_uri: TrackingOption = None,
     experiment: Annotated[Optional[str], typer.Option(help="MLflow experiment [default: the matrix name]")] = None,
@@ -75,8 +83,13 @@ def run(
             raise ConfigError("--ray: a Ray address has no user or password; give host:port, ray://host:10001 or auto")
         if selection_of_gpus and device is DeviceChoice.cpu:
             raise ConfigError("--gpus runs cells on CUDA GPUs; --device cpu runs them on the CPU: choose one")
+        if model is not None and matrix is not None:
+            raise ConfigError("--model and --matrix: choose one (a matrix names its own with workload: custom)")
         path = resolve_matrix(matrix) if matrix is not None else None
         selected = load_matrix(path).select(*selection) if path is not None else None
+        if model is not None:
+            modelled, text = model_matrix(model)
+            selected = modelled.select(*selection)
         _check_machines(selected, ray)
         # GPU indexes as nvidia-smi and NVML number them (PCI bus order), for --gpus and for each
         # cell's CUDA_VISIBLE_DEVICES; CUDA's default puts the fastest GPU first. Before CUDA starts.
@@ -85,13 +98,15 @@ def run(
             resolved_device = _fleet_device(device)
         else:  # with --gpus, no GPU is an error, not a note that the CPU will do
             resolved_device = _local_device(device, announce=selection_of_gpus is None)
-        if path is None:
+        if selected is None:
             path = default_matrix(resolved_device)
             say(f"No --matrix given: running {path} for device {resolved_device}.")
             selected = load_matrix(path).select(*selection)
             _check_machines(selected, ray)
         cells = selected.cells(resolved_device, force=force)
-        text = read_matrix_text(path)
+        if path is not None:
+            text = read_matrix_text(path)
+        check_workloads(selected)  # models by name exist; a user's entry imports and builds (a child process)
         executor = _fleet(ray) if ray is not None else OnThisBox(_devices(selection_of_gpus, resolved_device))
     except ConfigError as exc:
         raise fail(str(exc)) from None

@@ -19,8 +19,8 @@ def load_matrix(path: Path) -> Matrix:
     data = _parse_yaml(path, read_matrix_text(path))
     if not isinstance(data, dict):
         raise ConfigError(f"matrix {shown(path)}: expected a mapping of keys at the top, got {type(data).__name__}")
-    try:
-        return Matrix.model_validate(data)
+    try:  # a user workload's file entry is named from the matrix's folder
+        return Matrix.model_validate(data, context={"matrix_dir": path.resolve().parent})
     except ValidationError as exc:
         raise ConfigError(f"matrix {shown(path)}: {describe_validation_error(exc)}") from None
 

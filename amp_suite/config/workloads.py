@@ -7,9 +7,19 @@ class here, listed there, plus its module. This module stays torch-free: reports
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Union
 
-from pydantic import BeforeValidator, Field, PositiveFloat, model_serializer, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    JsonValue,
+    PositiveFloat,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from amp_suite.config.base import (
     AUTO_BATCH,
@@ -33,7 +43,8 @@ def _as_list(value: object) -> object:
     return [value] if isinstance(value, (bool, str)) else value
 
 
-DataSource = Literal["synthetic", "digits", "hub", "imagefolder", "text"]
+# "entry": a user workload's own data, from its entry (amp_suite.workloads.custom).
+DataSource = Literal["synthetic", "digits", "hub", "imagefolder", "text", "entry"]
 
 
 class DataConfig(FrozenModel):
@@ -85,6 +96,7 @@ class _WorkloadBase(FrozenModel):
     # Its step is mostly matmuls and convolutions, at sizes where its fp32 step is not launch-bound:
     # where the report judges the tensor-core claims (an MLP's tiny matmuls measure launches instead).
     matmul_heavy: ClassVar[bool] = False
+    reference: ClassVar[bool] = True  # one of the suite's own (smoke and gpu-check cover each); False: the user's
 
     label: str | None = Field(None, pattern=NAME_PATTERN, max_length=NAME_MAX)
     batch_sizes: list[BatchSize] = Field(
@@ -201,6 +213,35 @@ class ResNetConfig(_WorkloadBase):
         # torchvision's sizes without the classifier (60M for resnet152), plus the classifier.
         features = 512 if self.arch in ("resnet18", "resnet34") else 2048
         return 60_000_000 + features * self.num_classes
+
+
+class TorchvisionConfig(_WorkloadBase):
+    """Any classification model torchvision lists (torchvision.models.list_models(module=
+    torchvision.models): vit_b_16, efficientnet_b0, convnext_tiny, mobilenet_v3_small, ...), by its
+    name, randomly initialised with num_classes outputs. `amp-suite run` checks the name before any
+    cell (amp_suite.cli.preflight), where torch may be imported."""
+
+    module: ClassVar[str] = "amp_suite.workloads.vision"
+    data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits", "hub", "imagefolder")
+    throughput_unit: ClassVar[str] = "images/s"
+    image_inputs: ClassVar[bool] = True
+    reference: ClassVar[bool] = False
+
+    workload: Literal["torchvision"]
+    data: DataConfig = DataConfig(source="digits")
+    model: str = Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=NAME_MAX, description="a torchvision model's name")
+    image_size: int = count(1024, lower=32, default=224)
+    num_classes: int = count(100_000, lower=2, default=1000)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.model
+
+    def sample_bytes(self) -> int:
+        return 3 * self.image_size**2 * 4  # float32 RGB
+
+    def parametercount(self) -> int:
+        return 0  # the model's own: known once torchvision builds it
 
 
 class TransformerConfig(_WorkloadBase):
@@ -328,7 +369,65 @@ class MLPConfig(_WorkloadBase):
         return self.in_features * self.hidden + (self.depth - 1) * self.hidden**2 + self.hidden * self.num_classes
 
 
-WORKLOAD_CONFIGS = (ResNetConfig, TransformerConfig, MaskedLMConfig, Seq2SeqConfig, MLPConfig)  # the registry
+# A user's entry: a module's function (my_pkg.models:build) or a file's (models/cnn.py:build).
+ENTRY_PATTERN = r"^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[^:]+\.py):[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class CustomConfig(_WorkloadBase):
+    """The user's own model: a function that returns an amp_suite.UserWorkload (its model, data,
+    loss and metric), called in each cell's process with `args`. A file entry is resolved against
+    the matrix file's folder when the matrix is loaded (amp_suite.config.loading)."""
+
+    module: ClassVar[str] = "amp_suite.workloads.custom"
+    data_sources: ClassVar[tuple[DataSource, ...]] = ("entry",)
+    reference: ClassVar[bool] = False
+
+    workload: Literal["custom"]
+    entry: str = Field(
+        pattern=ENTRY_PATTERN, max_length=4096, description="module:function, or path/to/file.py:function"
+    )
+    args: dict[str, JsonValue] = Field(default_factory=dict, description="keyword arguments for the entry")
+    samples: int = count(MAX_SAMPLES, default=MAX_SAMPLES, description="a cap on the entry's training samples")
+    unit: str = Field("samples/s", pattern=r"^[A-Za-z][A-Za-z0-9 _-]*/s$", max_length=NAME_MAX,
+                      description="the throughput unit: what a training sample is, per second")  # fmt: skip
+    data: DataConfig = DataConfig(source="entry", val_samples=MAX_SAMPLES)
+
+    @field_validator("entry")
+    @classmethod
+    def _file_beside_the_matrix(cls, entry: str, info: ValidationInfo) -> str:
+        """A relative file entry names a file beside the matrix (load_matrix passes its folder)."""
+        where, function = entry.rsplit(":", 1)
+        folder = (info.context or {}).get("matrix_dir")
+        if where.endswith(".py") and folder is not None and not Path(where).is_absolute():
+            return f"{(Path(folder) / where).resolve()}:{function}"
+        return entry
+
+    @property
+    def throughput_unit(self) -> str:  # type: ignore[override]
+        return self.unit
+
+    @property
+    def name(self) -> str:
+        """The label, else the entry's file or module name (models/cnn.py:build -> cnn)."""
+        if self.label:
+            return self.label
+        where = self.entry.rsplit(":", 1)[0]
+        stem = where.removesuffix(".py").replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[-1]
+        cleaned = "".join(c if c.isalnum() or c in "_.-" else "-" for c in stem).lstrip("_.-")[:NAME_MAX]
+        return cleaned or "custom"
+
+    def sample_bytes(self) -> int:
+        return 0  # the entry's data: unknown until a cell builds it
+
+    def parametercount(self) -> int:
+        return 0
+
+
+# The registry: the reference workloads, then models by name and the user's own.
+WORKLOAD_CONFIGS = (
+    ResNetConfig, TransformerConfig, MaskedLMConfig, Seq2SeqConfig, MLPConfig, TorchvisionConfig, CustomConfig,
+)  # fmt: skip
 WorkloadConfig = Annotated[Union[WORKLOAD_CONFIGS], Field(discriminator="workload")]  # type: ignore[valid-type]
 WORKLOADS = tuple(config.model_fields["workload"].annotation.__args__[0] for config in WORKLOAD_CONFIGS)
 WORKLOAD_CONFIG_BY_NAME = dict(zip(WORKLOADS, WORKLOAD_CONFIGS, strict=True))  # the traits of a record's workload
+REFERENCE_WORKLOADS = tuple(name for name, config in WORKLOAD_CONFIG_BY_NAME.items() if config.reference)

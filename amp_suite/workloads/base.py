@@ -34,8 +34,12 @@ class LoadedData:
 
 
 class Workload(ABC):
+    """What the loop and the pipeline need of any workload, a reference one or the user's own
+    (amp_suite.workloads.custom): data, a fresh model, the loss under autocast, an evaluation."""
+
     primary_metric = "val_accuracy"
     higher_is_better = True
+
     def __init__(self, config, channels_last: bool = False) -> None:
         if channels_last and not config.image_inputs:
             raise ValueError(f"channels_last applies to image inputs; the {config.workload} workload has none")
@@ -43,6 +47,36 @@ class Workload(ABC):
         # Model and data are converted once (batches cut from the data keep its layout), so the
         # timed steps copy nothing.
         self.memory_format = torch.channels_last if channels_last else torch.preserve_format
+
+    @abstractmethod
+    def load_data(self) -> LoadedData:
+        """Training and validation tensors on the CPU, the same for every precision (the global
+        seed is the cell's when it is called)."""
+
+    @abstractmethod
+    def build_model(self, train: TensorData) -> nn.Module:
+        """A freshly initialised model (weights come from the global seed, never from a hub)."""
+
+    @abstractmethod
+    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Forward pass and training loss: the part that runs under autocast."""
+
+    @abstractmethod
+    def evaluate(
+        self, model: nn.Module, data: TensorData, batch_size: int, context: Callable[[], AbstractContextManager]
+    ) -> dict[str, float]:
+        """Validation metrics, including `primary_metric`; `context` is the policy's forward context."""
+
+    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(model.parameters(), lr=self.config.lr)
+
+    def to_device(self, model: nn.Module, device: torch.device) -> nn.Module:
+        return model.to(device, memory_format=self.memory_format)
+
+
+class SourcedWorkload(Workload):
+    """A reference workload: its data come from the suite's sources (its own generator, digits, the
+    hub, a folder, text files), converted to the tensors it trains on."""
 
     def load_data(self) -> LoadedData:
         """Training and validation tensors on the CPU, the same for every precision and seed."""
@@ -71,28 +105,8 @@ class Workload(ABC):
     def check(self, train: TensorData, description: str) -> None:
         """Raise if the data does not fit the configuration (classes, vocabulary)."""
 
-    @abstractmethod
-    def build_model(self, train: TensorData) -> nn.Module:
-        """A freshly initialised model (weights come from the global seed, never from a hub)."""
 
-    @abstractmethod
-    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Forward pass and training loss: the part that runs under autocast."""
-
-    @abstractmethod
-    def evaluate(
-        self, model: nn.Module, data: TensorData, batch_size: int, context: Callable[[], AbstractContextManager]
-    ) -> dict[str, float]:
-        """Validation metrics, including `primary_metric`; `context` is the policy's forward context."""
-
-    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(model.parameters(), lr=self.config.lr)
-
-    def to_device(self, model: nn.Module, device: torch.device) -> nn.Module:
-        return model.to(device, memory_format=self.memory_format)
-
-
-class Classifier(Workload):
+class Classifier(SourcedWorkload):
     """Cross-entropy on logits; validation accuracy is the primary metric."""
 
     @abstractmethod
@@ -123,7 +137,7 @@ class Classifier(Workload):
 IGNORED_LABEL = -100  # the label Hugging Face's losses skip
 
 
-class LabelledTokens(Workload):
+class LabelledTokens(SourcedWorkload):
     """A Hugging Face model whose forward takes input_ids and labels and returns its loss and
     logits (masked LM, seq2seq). Validation counts the labelled tokens predicted right; positions
     labelled IGNORED_LABEL are neither trained on nor counted."""

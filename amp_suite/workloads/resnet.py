@@ -1,4 +1,5 @@
-"""A torchvision ResNet trained from scratch: digits, generated patterns, a hub or a folder of images."""
+"""A torchvision ResNet trained from scratch: digits, generated patterns, a hub or a folder of images.
+Its image classifier serves the models named from torchvision too (amp_suite.workloads.vision)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ tv_models = require("torchvision.models", "resnet")
 GENERATED_RESOLUTION = 16  # generated images are stored small and resized like any other source
 
 
-class ResNetWorkload(Classifier):
+class ImageClassifier(Classifier):
+    """RGB images at the config's image_size, num_classes logits."""
+
     generator = staticmethod(class_patterns)
 
     def generator_params(self) -> dict[str, Any]:
@@ -27,11 +30,15 @@ class ResNetWorkload(Classifier):
     def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
         return image_tensors(split, self.config.image_size, limit)
 
+    def logits(self, model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+        out = model(inputs)
+        # GoogLeNet and Inception v3 train with auxiliary heads: their outputs are named tuples.
+        return out.logits if hasattr(out, "logits") else out
+
+
+class ResNetWorkload(ImageClassifier):
     def build_model(self, train: TensorData) -> nn.Module:
         return tv_models.get_model(self.config.arch, weights=None, num_classes=self.config.num_classes)
-
-    def logits(self, model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
-        return model(inputs)
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         return torch.optim.SGD(model.parameters(), lr=self.config.lr, momentum=0.9, nesterov=True)

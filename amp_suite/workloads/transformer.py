@@ -12,12 +12,12 @@ from torch import nn
 from amp_suite.data import TensorData
 from amp_suite.data.convert import check_vocabulary, token_tensors
 from amp_suite.data.generated import markov_corpus
-from amp_suite.workloads.base import Workload, in_batches, require
+from amp_suite.workloads.base import SourcedWorkload, in_batches, require
 
 transformers = require("transformers", "transformer")
 
 
-class TransformerWorkload(Workload):
+class TransformerWorkload(SourcedWorkload):
     primary_metric = "val_perplexity"
     higher_is_better = False
 
