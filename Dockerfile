@@ -68,7 +68,7 @@ RUN test -f "locks/${TORCH_CUDA}.txt" || { echo "no lock for TORCH_CUDA=${TORCH_
 COPY pyproject.toml README.md ./
 COPY amp_suite ./amp_suite
 COPY experiments ./experiments
-RUN pip install -c constraints.txt -c "locks/${TORCH_CUDA}.txt" ".[ray]"
+RUN pip install -c constraints.txt -c "locks/${TORCH_CUDA}.txt" ".[ray,timm]"
 
 # Ubuntu images ship a user with UID 1000 (a Debian base has none); replace it so files in the
 # /runs volume belong to the usual first user on the host. `docker run --user "$(id -u):$(id -g)"`

@@ -14,7 +14,7 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt locks/cu130.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile $(LOCKS) -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile $(LOCKS) -e '.[dev,ray,timm]'
 	@# The bytecode pip would write one file at a time (a minute here), on every core instead: processes
 	@# must find it written, where PYTHONDONTWRITEBYTECODE is set. Like pip's, it passes over the files
 	@# this Python can't compile (torch ships a helper in Python 3.12 syntax).
@@ -43,7 +43,7 @@ container-check:  ## build the image with podman (a Debian stand-in base where N
 
 lock:  ## resolve pyproject.toml's ranges afresh (torch pinned): constraints.txt + locks/cu130.txt
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/python -m pip install --quiet $(TORCH) $(TORCHVISION) -e '.[dev,ray]'
+	.lock-venv/bin/python -m pip install --quiet $(TORCH) $(TORCHVISION) -e '.[dev,ray,timm]'
 	.lock-venv/bin/python -m pip freeze --exclude-editable | $(PYTHON) scripts/split_lock.py cu130 --shared
 	rm -rf .lock-venv
 

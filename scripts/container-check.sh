@@ -5,7 +5,7 @@
 #   1. the base: NVIDIA's, when it can be pulled; else a Debian stand-in built with mmdebstrap,
 #      announced loudly (a GPU box is the only place the real base is tried for real)
 #   2. the suite's image, and mlflow/Dockerfile's tracking server
-#   3. torchao (the fp8 modes) imports at its pinned version
+#   3. torchao (the fp8 modes) and timm (workload: timm) import at their pinned versions
 #   4. no GPU: `run` exits 2 with the advice to pass the GPUs or --device cpu
 #   5. --device cpu: experiments/container-check.yaml (eager and compiled) into a folder from the
 #      host, as a host user that is not in the image; its files belong to that user
@@ -245,15 +245,19 @@ printf '%s\n' "${SIZES[@]}"
 image_base=$(podman image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$SUITE_IMAGE" |
     sed -n 's/^AMP_SUITE_IMAGE_BASE=//p')
 [[ $image_base == "$suite_base" ]] || fail "AMP_SUITE_IMAGE_BASE is '$image_base', the base was $suite_base"
-# The fp8 modes' dependency: torchao's float8 training imports in the image, at constraints.txt's pin
-# (a CPU skips fp8 cells before it would look for torchao, so the CPU matrix below can't tell).
-pinned=$(sed -n 's/^torchao==//p' "$REPO/constraints.txt")
-# stdout only: importing torchao logs warnings (torch's pytree deprecations) on stderr.
-inside=$(podman run --rm --name "$NAME-torchao" --entrypoint python "$SUITE_IMAGE" -c \
-    'import torchao, torchao.float8; print(torchao.__version__)' 2>"$WORK/torchao.log") ||
-    fail "torchao.float8 does not import: $(tail -1 "$WORK/torchao.log")"
-[[ -n $pinned && $inside == "$pinned"* ]] || fail "the image has torchao '$inside'; constraints.txt pins '$pinned'"
-echo "torchao $inside in the image (constraints.txt: $pinned)"
+# The optional dependencies the image carries import at constraints.txt's pins: torchao's float8
+# training (a CPU skips fp8 cells before it would look for torchao, so the CPU matrix below can't
+# tell) and timm (models by name).
+for module in torchao.float8 timm; do
+    package=${module%%.*}
+    pinned=$(sed -n "s/^$package==//p" "$REPO/constraints.txt")
+    # stdout only: importing torchao logs warnings (torch's pytree deprecations) on stderr.
+    inside=$(podman run --rm --name "$NAME-$package" --entrypoint python "$SUITE_IMAGE" -c \
+        "import $module, $package; print($package.__version__)" 2>"$WORK/$package.log") ||
+        fail "$module does not import: $(tail -1 "$WORK/$package.log")"
+    [[ -n $pinned && $inside == "$pinned"* ]] || fail "the image has $package '$inside'; constraints.txt pins '$pinned'"
+    echo "$package $inside in the image (constraints.txt: $pinned)"
+done
 
 # ---------------------------------------------------------------------------------------------
 records() {  # records FOLDER: one line per record: cell_id status compile reason

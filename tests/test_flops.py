@@ -17,7 +17,8 @@ MLP = {"workload": "mlp", "in_features": 64, "hidden": 256, "depth": 3, "num_cla
 def test_the_mlps_counted_flops_match_the_analytic_count_of_its_linear_layers(precision):
     (spec,) = Matrix.model_validate(tiny_matrix(precisions=[precision], workloads=[MLP])).cells("cpu")
     session = prepare(spec, torch.device("cpu"))
-    counted = count_step_flops(session.trainer.model, session.workload.loss, session.policy, *session.batches.peek())
+    model, batch = session.trainer.model, session.batches.peek()
+    counted = count_step_flops(model, session.workload.loss, session.policy, *batch).matmul
 
     batch, shapes = 32, [(64, 256), (256, 256), (256, 256), (256, 10)]
     forward = sum(2 * batch * fan_in * fan_out for fan_in, fan_out in shapes)

@@ -66,7 +66,7 @@ def records(machine: Machine, workload: dict, results: dict[str, list[tuple[floa
                 throughput_windows=[throughput * f for f in extra.get("windows", STEADY)],
                 val_metric=accuracy, val_metric_name="val_accuracy",
                 val_higher_is_better=True, peak_memory_mb=extra.get("memory", {}).get(cell.precision, 1000.0),
-                grad_underflow_fraction=extra.get("underflow"),
+                grad_underflow_fraction=extra.get("underflow"), matmul_flop_share=extra.get("share"),
             )  # fmt: skip
         )
     return made
@@ -289,6 +289,26 @@ def test_tensor_core_speedup_is_judged_against_tf32_where_the_gpu_has_it_and_not
     assert cpu.verdict == "not measured here"
     tiny = verdict(A100, {"fp32": three(30000.0), "tf32": three(30000.0), "bf16": three(30000.0)}, rn50(True, 16))
     assert tiny.verdict == "not measured here" and "launch-bound" in tiny.evidence  # a 0.5 ms step
+
+
+def test_a_model_by_name_is_judged_by_the_tensor_core_claim_as_it_says_or_as_it_measures():
+    """A model the suite does not ship is matmul-heavy where its config says so, else where at
+    least 95% of its step's arithmetic is in matmuls and convolutions; the claim names it."""
+
+    def verdict(share, **stated):
+        workload = {"workload": "torchvision", "model": "convnext_tiny", "label": "my-convnext", "batch_sizes": [256],
+                    "samples": 512, **stated}  # fmt: skip
+        results = {"fp32": three(300.0), "tf32": three(400.0), "bf16": three(800.0)}
+        return claim(build_report(records(A100, workload, results, share=share), []), "tensor_core_speedup")
+
+    measured = verdict(0.98)
+    assert measured.verdict == "supported" and "my-convnext" in measured.evidence
+    elementwise = verdict(0.6)
+    assert elementwise.verdict == "not measured here" and "my-convnext" not in elementwise.evidence
+    assert verdict(None).verdict == "not measured here"  # records without the share: not judged
+    assert verdict(0.98, matmul_heavy=False).verdict == "not measured here"  # the user's word stands
+    stated = verdict(0.6, matmul_heavy=True)
+    assert stated.verdict == "supported" and "my-convnext" in stated.evidence
 
 
 def test_launch_bound_models_gain_little():

@@ -189,8 +189,8 @@ def step_diagnostics(
     model: nn.Module, loss, policy: PrecisionPolicy, batches: DeviceBatches, as_written: nn.Module | None = None
 ) -> dict[str, Any]:
     """What one training step of the eager model does on the first batch: gradients below fp16's
-    range, the dtypes its ops ran in, and its FLOPs (counted on `as_written`, the model before the
-    policy swapped its layers, where it did).
+    range, the dtypes its ops ran in, and its FLOPs and their share of its arithmetic (counted on
+    `as_written`, the model before the policy swapped its layers, where it did).
 
     They run on micro-batches of a quarter of the batch (`diagnostics_batch_size`), so they need no
     more memory than training does and the largest batch AMP fits (batch_sizes auto) is AMP's own: at
@@ -208,12 +208,15 @@ def step_diagnostics(
     # Every op FlopCounterMode counts (matmuls, convolutions, attention over a fixed sequence length)
     # does the same work per sample, so the batch's FLOPs are exactly the micro-batch's times
     # size / part (tests/test_cell.py checks the MLP, ResNet and GPT-2 against full-batch counts).
+    # The share of the arithmetic in them is the micro-batch's: the other ops' elements grow with the
+    # batch too, all but the per-parameter ones (bias and norm gradients), a sliver of the step.
     counted = model if as_written is None else as_written
-    flops = count_step_flops(counted, loss, policy, *head) * size // part
+    flops = count_step_flops(counted, loss, policy, *head)
     return {
         "grad_underflow_fraction": grad_underflow_fraction(model, loss, inputs, targets, parts=parts),
         "dtype_audit": audit_step(model, loss, policy, *head),  # which dtype an op runs in: not the batch's to decide
-        "flops_per_step": flops,
+        "flops_per_step": flops.matmul * size // part,
+        "matmul_flop_share": flops.matmul_share,
         "diagnostics_batch_size": part,
     }
 

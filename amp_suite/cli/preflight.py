@@ -1,5 +1,6 @@
 """What `amp-suite run` checks of the workloads it was not shipped with, before any cell: that each
-model named from torchvision exists, and that each user entry imports, runs and returns an
+model named from torchvision or timm exists, that each Hugging Face model's config loads for its
+task, and that each user entry imports, runs and returns an
 amp_suite.UserWorkload (called in a child process: the user's code never runs in the process that
 keeps the records). And the matrix `--model ENTRY` stands for."""
 
@@ -15,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from amp_suite.config import ConfigError, Matrix, describe_validation_error
-from amp_suite.config.workloads import CustomConfig, TorchvisionConfig
+from amp_suite.config.workloads import CustomConfig, HfConfig, TimmConfig, TorchvisionConfig
 
 # --model's matrix: every mode the article compares, one seed, short enough to answer in minutes.
 MODEL_MATRIX = {
@@ -40,25 +41,51 @@ def model_matrix(entry: str) -> tuple[Matrix, str]:
 
 def check_workloads(matrix: Matrix) -> None:
     """Every problem a cell would only meet later, as one ConfigError line (exit 2)."""
-    check_torchvision_names(matrix)
+    check_model_names(matrix)
+    check_hf_models(matrix)
     check_entries(matrix)
 
 
-def check_torchvision_names(matrix: Matrix) -> None:
-    names = [w.model for w in matrix.workloads if isinstance(w, TorchvisionConfig)]
-    if not names:
-        return
+def check_model_names(matrix: Matrix) -> None:
+    """Each model named from torchvision or timm exists there, or one line with the close names."""
+    for workload in matrix.workloads:
+        if isinstance(workload, (TorchvisionConfig, TimmConfig)):
+            library, known, listed_by = MODEL_LISTS[workload.workload]()
+            if workload.model not in known:
+                close = difflib.get_close_matches(workload.model, known, n=3)
+                hint = f"did you mean {', '.join(close)}? " if close else ""
+                raise ConfigError(f"{library} has no model {workload.model!r}: {hint}({listed_by} lists them)")
+
+
+def _torchvision_models() -> tuple[str, list[str], str]:
     import torchvision
 
-    known = torchvision.models.list_models(module=torchvision.models)  # the classification models
-    for name in names:
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=3)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise ConfigError(
-                f"torchvision has no classification model {name!r}: {hint}"
-                "(torchvision.models.list_models(module=torchvision.models) lists them)"
-            )
+    listed_by = "torchvision.models.list_models(module=torchvision.models)"  # the classification models
+    return "torchvision", torchvision.models.list_models(module=torchvision.models), listed_by
+
+
+def _timm_models() -> tuple[str, list[str], str]:
+    try:
+        import timm
+    except ImportError:
+        raise ConfigError("workload: timm needs timm: pip install 'amp-suite[timm]' (the image has it)") from None
+    return "timm", timm.list_models(), "timm.list_models()"
+
+
+MODEL_LISTS = {"torchvision": _torchvision_models, "timm": _timm_models}
+
+
+def check_hf_models(matrix: Matrix) -> None:
+    """Each Hugging Face model's config loads and has a model class for its task: a missing folder,
+    a Hub id out of reach or an unknown architecture is one line here, not a failed cell per mode."""
+    for workload in matrix.workloads:
+        if isinstance(workload, HfConfig):
+            from amp_suite.workloads.hf import HfModelError, load_model_config, model_class
+
+            try:
+                model_class(workload.task, load_model_config(workload))
+            except HfModelError as exc:
+                raise ConfigError(f"{workload.name}: {exc}") from None
 
 
 def check_entries(matrix: Matrix) -> None:

@@ -112,7 +112,7 @@ def run(
         raise fail(str(exc)) from None
     except ConnectionError as exc:
         raise fail(f"tracking store {tracking_uri} is not usable: {exc}") from None
-    if not any(w.data.source == "hub" for w in selected.workloads):
+    if not any(w.uses_hub for w in selected.workloads):
         # Nothing asked for the hub: make sure no library waits on it (HF retries for ~25 s).
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

@@ -93,10 +93,7 @@ class _WorkloadBase(FrozenModel):
     data_sources: ClassVar[tuple[DataSource, ...]]  # where its data may come from
     throughput_unit: ClassVar[str] = "samples/s"  # the unit people quote this kind of model in
     image_inputs: ClassVar[bool] = False  # 4-D inputs through convolutions: the channels_last axis applies
-    # Its step is mostly matmuls and convolutions, at sizes where its fp32 step is not launch-bound:
-    # where the report judges the tensor-core claims (an MLP's tiny matmuls measure launches instead).
-    matmul_heavy: ClassVar[bool] = False
-    reference: ClassVar[bool] = True  # one of the suite's own (smoke and gpu-check cover each); False: the user's
+    reference: ClassVar[bool]  # one of the suite's own (smoke and gpu-check cover each); False: the user's
 
     label: str | None = Field(None, pattern=NAME_PATTERN, max_length=NAME_MAX)
     batch_sizes: list[BatchSize] = Field(
@@ -131,6 +128,11 @@ class _WorkloadBase(FrozenModel):
     @property
     def name(self) -> str:
         return self.label or self.workload  # type: ignore[attr-defined]
+
+    @property
+    def uses_hub(self) -> bool:
+        """Whether its cells reach for the Hugging Face Hub (else a run keeps every library offline)."""
+        return self.data.source == "hub"  # type: ignore[attr-defined]
 
     def sample_bytes(self) -> int:
         """Bytes of one training or validation sample as the cell keeps it on the device."""
@@ -192,7 +194,51 @@ class _WorkloadBase(FrozenModel):
         return self
 
 
-class ResNetConfig(_WorkloadBase):
+class _ReferenceWorkload(_WorkloadBase):
+    reference: ClassVar[bool] = True
+    # Its step is mostly matmuls and convolutions, at sizes where its fp32 step is not launch-bound:
+    # where the report judges the tensor-core claims (an MLP's tiny matmuls measure launches instead).
+    matmul_heavy: ClassVar[bool] = False
+
+
+class _UserWorkload(_WorkloadBase):
+    """A model the suite does not ship: named from a library, or the user's own entry."""
+
+    reference: ClassVar[bool] = False
+
+    matmul_heavy: bool | None = Field(
+        None,
+        description="whether its step is mostly matmuls and convolutions (the tensor-core claims judge it);"
+        " unset: measured, from the share of its FLOPs in them",
+    )
+
+
+class _NamedImageModel(_UserWorkload):
+    """An image classification model a library builds by its name, randomly initialised with
+    num_classes outputs, trained on the ResNet's image sources. `amp-suite run` checks the name
+    before any cell (amp_suite.cli.preflight), where torch may be imported."""
+
+    data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits", "hub", "imagefolder")
+    throughput_unit: ClassVar[str] = "images/s"
+    image_inputs: ClassVar[bool] = True
+
+    data: DataConfig = DataConfig(source="digits")
+    model: str = Field(pattern=r"^[a-z][a-z0-9_.]*$", max_length=NAME_MAX, description="the model's name")
+    image_size: int = count(1024, lower=32, default=224)
+    num_classes: int = count(100_000, lower=2, default=1000)
+
+    @property
+    def name(self) -> str:
+        return self.label or self.model
+
+    def sample_bytes(self) -> int:
+        return 3 * self.image_size**2 * 4  # float32 RGB
+
+    def parametercount(self) -> int:
+        return 0  # the model's own: known once the library builds it
+
+
+class ResNetConfig(_ReferenceWorkload):
     module: ClassVar[str] = "amp_suite.workloads.resnet"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits", "hub", "imagefolder")
     throughput_unit: ClassVar[str] = "images/s"
@@ -215,36 +261,25 @@ class ResNetConfig(_WorkloadBase):
         return 60_000_000 + features * self.num_classes
 
 
-class TorchvisionConfig(_WorkloadBase):
+class TorchvisionConfig(_NamedImageModel):
     """Any classification model torchvision lists (torchvision.models.list_models(module=
-    torchvision.models): vit_b_16, efficientnet_b0, convnext_tiny, mobilenet_v3_small, ...), by its
-    name, randomly initialised with num_classes outputs. `amp-suite run` checks the name before any
-    cell (amp_suite.cli.preflight), where torch may be imported."""
+    torchvision.models): vit_b_16, efficientnet_b0, convnext_tiny, mobilenet_v3_small, ...)."""
 
     module: ClassVar[str] = "amp_suite.workloads.vision"
-    data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits", "hub", "imagefolder")
-    throughput_unit: ClassVar[str] = "images/s"
-    image_inputs: ClassVar[bool] = True
-    reference: ClassVar[bool] = False
 
     workload: Literal["torchvision"]
-    data: DataConfig = DataConfig(source="digits")
-    model: str = Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=NAME_MAX, description="a torchvision model's name")
-    image_size: int = count(1024, lower=32, default=224)
-    num_classes: int = count(100_000, lower=2, default=1000)
-
-    @property
-    def name(self) -> str:
-        return self.label or self.model
-
-    def sample_bytes(self) -> int:
-        return 3 * self.image_size**2 * 4  # float32 RGB
-
-    def parametercount(self) -> int:
-        return 0  # the model's own: known once torchvision builds it
 
 
-class TransformerConfig(_WorkloadBase):
+class TimmConfig(_NamedImageModel):
+    """Any model timm lists (timm.list_models(): vit_small_patch16_224, resnet50d, convnext_nano,
+    ...); timm is an optional extra (pip install 'amp-suite[timm]'; the image has it)."""
+
+    module: ClassVar[str] = "amp_suite.workloads.timm_models"
+
+    workload: Literal["timm"]
+
+
+class TransformerConfig(_ReferenceWorkload):
     module: ClassVar[str] = "amp_suite.workloads.transformer"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "hub", "text")
     throughput_unit: ClassVar[str] = "tokens/s"
@@ -276,7 +311,7 @@ class TransformerConfig(_WorkloadBase):
         return self
 
 
-class MaskedLMConfig(_WorkloadBase):
+class MaskedLMConfig(_ReferenceWorkload):
     """A BERT encoder trained by masked-language modelling (BERT-large's shape by default)."""
 
     module: ClassVar[str] = "amp_suite.workloads.bert"
@@ -310,7 +345,7 @@ class MaskedLMConfig(_WorkloadBase):
         return self
 
 
-class Seq2SeqConfig(_WorkloadBase):
+class Seq2SeqConfig(_ReferenceWorkload):
     """A T5 encoder-decoder trained on a sequence-to-sequence loss (t5-base's shape by default): each
     sample's target is the continuation of its source."""
 
@@ -347,7 +382,7 @@ class Seq2SeqConfig(_WorkloadBase):
         return self
 
 
-class MLPConfig(_WorkloadBase):
+class MLPConfig(_ReferenceWorkload):
     module: ClassVar[str] = "amp_suite.workloads.mlp"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits")
 
@@ -369,18 +404,103 @@ class MLPConfig(_WorkloadBase):
         return self.in_features * self.hidden + (self.depth - 1) * self.hidden**2 + self.hidden * self.num_classes
 
 
+def _name_from(path: str, fallback: str) -> str:
+    """A cell name from a path's last part: what NAME_PATTERN allows, other characters as '-'."""
+    stem = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    cleaned = "".join(c if c.isalnum() or c in "_.-" else "-" for c in stem).lstrip("_.-")[:NAME_MAX]
+    return cleaned or fallback
+
+
+HfTask = Literal["causal-lm", "masked-lm", "seq-cls", "seq2seq"]
+# The unit each task's people quote, as the reference workloads of the same kind do.
+HF_TASK_UNITS: dict[str, str] = {
+    "causal-lm": "tokens/s", "masked-lm": "sequences/s", "seq-cls": "sequences/s", "seq2seq": "samples/s",
+}  # fmt: skip
+
+
+class HfConfig(_UserWorkload):
+    """A Hugging Face transformers model for one task (AutoModelForCausalLM, ...ForMaskedLM,
+    ...ForSequenceClassification, ...ForSeq2SeqLM), from a local folder holding its config.json or
+    a Hub id, built from its config with random weights unless `pretrained`. Token data comes from
+    the reference workloads' sources, shaped for the task: the causal LM as GPT-2's, the masked LM
+    as BERT's, seq2seq as T5's; sequence classification learns which of num_labels Markov chains
+    wrote each sequence. `amp-suite run` loads each config before any cell (amp_suite.cli.preflight)."""
+
+    module: ClassVar[str] = "amp_suite.workloads.hf"
+    data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "hub", "text")
+
+    workload: Literal["hf"]
+    model: str = Field(min_length=1, max_length=4096, description="a folder with config.json, or a Hub id")
+    task: HfTask = "causal-lm"
+    pretrained: bool = Field(False, description="load the weights (a folder's, or the Hub's) instead of random ones")
+    data: DataConfig = DataConfig(source="synthetic")
+    seq_len: int = count(1 << 17, lower=2, default=128, description="tokens per sample (seq2seq: the source's)")
+    target_len: int = count(1 << 14, default=32, description="seq2seq: decoder tokens per sample, predicted")
+    num_labels: int = count(100_000, lower=2, default=2, description="seq-cls: classes")
+    mask_fraction: float = Field(0.15, gt=0, lt=1, description="masked-lm: share of tokens masked (static, seeded)")
+    vocab_size: int | None = Field(
+        None, ge=3, le=1 << 20, description="token ids in the data stay below it; unset: the model's vocabulary"
+    )
+    lr: PositiveFloat = 1e-4
+
+    @field_validator("model")
+    @classmethod
+    def _folder_beside_the_matrix(cls, model: str, info: ValidationInfo) -> str:
+        """A folder beside the matrix is taken before a Hub id of the same name, as transformers'
+        from_pretrained does with the working directory; a path that names no folder is refused."""
+        folder = (info.context or {}).get("matrix_dir")
+        if folder is None:
+            return model  # a record read back: its folder was resolved when it ran
+        local = Path(folder) / Path(model).expanduser()
+        if local.is_dir():
+            return str(local.resolve())
+        if model.startswith((".", "/", "~")) or model.count("/") > 1:
+            raise ValueError(f"no folder {local} (a folder with the model's config.json, or a Hub id: org/name)")
+        return model
+
+    @property
+    def throughput_unit(self) -> str:  # type: ignore[override]
+        return HF_TASK_UNITS[self.task]
+
+    @property
+    def uses_hub(self) -> bool:
+        return super().uses_hub or not Path(self.model).is_dir()  # a Hub id: its config, and weights
+
+    def units_per_sample(self) -> int:
+        return self.seq_len if self.task == "causal-lm" else 1  # every position is a next-token prediction
+
+    @property
+    def name(self) -> str:
+        """The label, else the folder's or the Hub id's last part (./tiny-llama -> tiny-llama)."""
+        return self.label or _name_from(self.model, "hf")
+
+    def sample_bytes(self) -> int:
+        return (self.seq_len + (self.target_len if self.task == "seq2seq" else self.seq_len)) * 8  # int64 ids
+
+    def parametercount(self) -> int:
+        return 0  # the model's own: known once transformers builds it
+
+    @model_validator(mode="after")
+    def _data_for_the_task(self):
+        if self.task == "seq-cls" and self.data.source != "synthetic":
+            raise ValueError("seq-cls learns from generated sequences (data.source synthetic); for labelled data"
+                             " of your own, use workload: custom")  # fmt: skip
+        if self.data.source in ("hub", "text") and self.vocab_size is not None and self.vocab_size < 258:
+            raise ValueError(f"text is tokenized as bytes: vocab_size must be at least 258 (got {self.vocab_size})")
+        return self
+
+
 # A user's entry: a module's function (my_pkg.models:build) or a file's (models/cnn.py:build).
 ENTRY_PATTERN = r"^(?:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[^:]+\.py):[A-Za-z_][A-Za-z0-9_]*$"
 
 
-class CustomConfig(_WorkloadBase):
+class CustomConfig(_UserWorkload):
     """The user's own model: a function that returns an amp_suite.UserWorkload (its model, data,
     loss and metric), called in each cell's process with `args`. A file entry is resolved against
     the matrix file's folder when the matrix is loaded (amp_suite.config.loading)."""
 
     module: ClassVar[str] = "amp_suite.workloads.custom"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("entry",)
-    reference: ClassVar[bool] = False
 
     workload: Literal["custom"]
     entry: str = Field(
@@ -409,12 +529,8 @@ class CustomConfig(_WorkloadBase):
     @property
     def name(self) -> str:
         """The label, else the entry's file or module name (models/cnn.py:build -> cnn)."""
-        if self.label:
-            return self.label
         where = self.entry.rsplit(":", 1)[0]
-        stem = where.removesuffix(".py").replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[-1]
-        cleaned = "".join(c if c.isalnum() or c in "_.-" else "-" for c in stem).lstrip("_.-")[:NAME_MAX]
-        return cleaned or "custom"
+        return self.label or _name_from(where.removesuffix(".py").rsplit(".", 1)[-1], "custom")
 
     def sample_bytes(self) -> int:
         return 0  # the entry's data: unknown until a cell builds it
@@ -425,7 +541,8 @@ class CustomConfig(_WorkloadBase):
 
 # The registry: the reference workloads, then models by name and the user's own.
 WORKLOAD_CONFIGS = (
-    ResNetConfig, TransformerConfig, MaskedLMConfig, Seq2SeqConfig, MLPConfig, TorchvisionConfig, CustomConfig,
+    ResNetConfig, TransformerConfig, MaskedLMConfig, Seq2SeqConfig, MLPConfig,
+    TorchvisionConfig, TimmConfig, HfConfig, CustomConfig,
 )  # fmt: skip
 WorkloadConfig = Annotated[Union[WORKLOAD_CONFIGS], Field(discriminator="workload")]  # type: ignore[valid-type]
 WORKLOADS = tuple(config.model_fields["workload"].annotation.__args__[0] for config in WORKLOAD_CONFIGS)

@@ -54,6 +54,13 @@ def token_tensors(split: datasets.Dataset, seq_len: int, limit: int) -> TensorDa
     return TensorData(tokens, tokens)  # causal LM: the model shifts labels itself
 
 
+def labelled_token_tensors(split: datasets.Dataset, seq_len: int, limit: int) -> TensorData:
+    """Fixed-length token blocks ('input_ids') and one int64 label per block (sequence classification)."""
+    tokens = token_tensors(split, seq_len, limit).inputs
+    labels = torch.as_tensor(_array(split.select(range(len(tokens))), _label_column(split), np.int64))
+    return TensorData(tokens, labels)
+
+
 def _array(split: datasets.Dataset, column: str, dtype: type) -> np.ndarray:
     """A column as one array, straight from Arrow's buffers through datasets' numpy format:
     np.asarray over the column itself builds a Python list per row first (a 4,000 x 4,096 float

@@ -55,3 +55,17 @@ def markov_corpus(samples: int, seq_len: int, vocab_size: int) -> dict[str, np.n
     for position in range(1, seq_len):
         tokens[:, position] = successors[tokens[:, position - 1], choices[:, position]]
     return {"input_ids": tokens.numpy()}
+
+
+def labelled_markov_corpus(samples: int, seq_len: int, vocab_size: int, num_classes: int) -> dict[str, np.ndarray]:
+    """Token sequences each written by one of num_classes random sparse Markov chains, labelled by
+    the chain: a sequence's transitions say which (sequence classification)."""
+    generator = torch.Generator().manual_seed(DATA_SEED)
+    successors = torch.randint(vocab_size, (num_classes, vocab_size, SUCCESSORS_PER_TOKEN), generator=generator)
+    labels = torch.randint(num_classes, (samples,), generator=generator)
+    choices = torch.randint(SUCCESSORS_PER_TOKEN, (samples, seq_len), generator=generator)
+    tokens = torch.empty(samples, seq_len, dtype=torch.long)
+    tokens[:, 0] = torch.randint(vocab_size, (samples,), generator=generator)
+    for position in range(1, seq_len):
+        tokens[:, position] = successors[labels, tokens[:, position - 1], choices[:, position]]
+    return {"input_ids": tokens.numpy(), "label": labels.numpy()}

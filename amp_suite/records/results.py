@@ -103,6 +103,11 @@ class CellRecord(BaseModel):
         None, description="why this cell was timed alone, one after another, though its comparison has others"
     )
     flops_per_step: int | None = measured("FLOP", "forward + backward FLOPs of one batch (FlopCounterMode)")
+    matmul_flop_share: float | None = measured(
+        "fraction",
+        "share of a step's arithmetic (FLOPs, elementwise ops counted one per output element) in matmuls,"
+        " convolutions and attention: FlopCounterMode's count over all; on the diagnostics micro-batch",
+    )
     host_syncs_per_step: int | None = measured(
         "syncs", "times one training step made the host wait for the device (fp16's GradScaler: 1)"
     )

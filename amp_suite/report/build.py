@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -134,8 +135,14 @@ class Report(BaseModel):
     notes: list[str] = Field(default_factory=list)  # what a reader would otherwise have to guess
 
 
-# The workloads whose config declares them matmul-heavy: what the tensor-core claim is judged on.
-MATMUL_HEAVY_WORKLOADS = tuple(name for name, known in WORKLOAD_CONFIG_BY_NAME.items() if known.matmul_heavy)
+# The reference workloads whose config declares them matmul-heavy: what the tensor-core claim is
+# judged on, with the user's workloads that say so or measure so (_matmul_heavy).
+MATMUL_HEAVY_WORKLOADS = tuple(
+    name for name, known in WORKLOAD_CONFIG_BY_NAME.items() if known.reference and known.matmul_heavy
+)
+# A model not shipped with the suite counts as matmul-heavy from this share of its step's arithmetic
+# in matmuls, convolutions and attention (records' matmul_flop_share).
+MATMUL_HEAVY_SHARE = 0.95
 
 
 def build_report(
@@ -152,13 +159,14 @@ def build_report(
     machines = _machines(records, objects)
     ids = {key: entry.id for key, entry in machines.items()}
     configs = _workload_configs(records)
+    heavy = {(k, s): config for (k, s), config in configs.items() if _matmul_heavy(config, records, k, s)}
     evidence = {
         ids[key]: Evidence(
             machine=machine,
             rows=[row for row in summary if row.machine == key],
             records=[r for r in records if machine_key(r) == key],
-            matmul_heavy=frozenset(s for (k, s), config in configs.items() if k == key and _matmul_heavy(config)),
-            matmul_heavy_workloads=MATMUL_HEAVY_WORKLOADS,
+            matmul_heavy=frozenset(s for k, s in heavy if k == key),
+            matmul_heavy_workloads=_heavy_names(records, heavy, key),
         )
         for key, machine in objects.items()
     }
@@ -319,7 +327,32 @@ def _workload_configs(records: Sequence[CellRecord]) -> dict[tuple[str, str], di
     return configs
 
 
-def _matmul_heavy(config: dict[str, Any]) -> bool:
-    """What the workload's config class declares (a workload this version does not know: no)."""
+def _matmul_heavy(config: dict[str, Any], records: Sequence[CellRecord], machine: str, setup: str) -> bool:
+    """What the user says of the workload, else what its reference config declares, else what its
+    records measure: the median share of a step's FLOPs in matmuls and convolutions (a workload
+    this version does not know, or records without the share: no)."""
+    if config.get("matmul_heavy") is not None:
+        return bool(config["matmul_heavy"])
     known = WORKLOAD_CONFIG_BY_NAME.get(config.get("workload", ""))
-    return known is not None and known.matmul_heavy
+    if known is not None and known.reference:
+        return known.matmul_heavy
+    shares = [
+        r.matmul_flop_share
+        for r in records
+        if r.matmul_flop_share is not None and machine_key(r) == machine and setup_key(r) == setup
+    ]
+    return bool(shares) and statistics.median(shares) >= MATMUL_HEAVY_SHARE
+
+
+def _heavy_names(
+    records: Sequence[CellRecord], heavy: dict[tuple[str, str], dict[str, Any]], machine: str
+) -> tuple[str, ...]:
+    """The matmul-heavy reference kinds, then this machine's matmul-heavy user workloads by the
+    names they were given (a label, a model's name, an entry's file)."""
+    users = set()
+    for record in records:
+        config = heavy.get((machine, setup_key(record))) if machine_key(record) == machine else None
+        known = WORKLOAD_CONFIG_BY_NAME.get(config.get("workload", "")) if config else None
+        if known is not None and not known.reference:
+            users.add(record.workload)
+    return (*MATMUL_HEAVY_WORKLOADS, *sorted(users))

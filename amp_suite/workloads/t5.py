@@ -27,12 +27,16 @@ class Seq2SeqWorkload(LabelledTokens):
 
     generator = staticmethod(markov_corpus)
 
+    def lengths(self) -> tuple[int, int]:
+        """Tokens per sample the encoder reads and the decoder predicts."""
+        return self.config.source_len, self.config.target_len
+
     def generator_params(self) -> dict[str, Any]:
-        return {"seq_len": self.config.source_len + self.config.target_len, "vocab_size": self.config.vocab_size}
+        return {"seq_len": sum(self.lengths()), "vocab_size": self.config.vocab_size}
 
     def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
-        source_len = self.config.source_len
-        blocks = token_tensors(split, source_len + self.config.target_len, limit).inputs
+        source_len, target_len = self.lengths()
+        blocks = token_tensors(split, source_len + target_len, limit).inputs
         return TensorData(blocks[:, :source_len].contiguous(), blocks[:, source_len:].contiguous())
 
     def check(self, train: TensorData, description: str) -> None:
