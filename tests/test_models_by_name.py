@@ -94,6 +94,8 @@ def test_a_name_the_library_does_not_list_is_one_line_with_the_close_ones(tmp_pa
         ({"model": "models/tiny-llama", "task": "seq2seq"}, "tiny-llama: llama has no seq2seq model"),
         ({"model": "models/tiny-bert", "seq_len": 128}, "tiny-bert: seq_len 128 is more than the model's 64 positions"),
         ({"model": "models/tiny-bert", "vocab_size": 1000}, "tiny-bert: vocab_size 1000 is more than the model's 256"),
+        ({"model": "models/tiny-llama", "pretrained": True}, "pretrained: true, but"),  # a config, no weights
+        ({"model": "models"}, "holds no config.json"),
     ],
 )  # fmt: skip
 def test_a_hugging_face_model_that_cannot_run_is_one_line_before_any_cell(tmp_path, workload, line):
@@ -104,3 +106,44 @@ def test_a_hugging_face_model_that_cannot_run_is_one_line_before_any_cell(tmp_pa
     assert line in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (out / "results.jsonl").exists()
+
+
+def test_pretrained_weights_load_from_the_folder_in_float32_whatever_the_checkpoint_holds(tmp_path):
+    """`pretrained: true` trains the folder's weights, not random ones, and in float32 even from a
+    bf16 checkpoint: autocast, not the checkpoint, decides each op's precision."""
+    import torch
+
+    from amp_suite.config.workloads import HfConfig
+    from amp_suite.workloads import build_workload
+
+    save_tiny_configs(tmp_path)
+    config = transformers.AutoConfig.from_pretrained(tmp_path / "tiny-llama")
+    saved = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    saved.save_pretrained(tmp_path / "llama-weights")
+
+    def built(pretrained: bool):
+        workload = {"workload": "hf", **TOKENS, "model": "llama-weights", "pretrained": pretrained}
+        return build_workload(HfConfig.model_validate(workload, context={"matrix_dir": tmp_path})).build_model(None)
+
+    loaded = built(pretrained=True)
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+    weights = dict(saved.named_parameters())
+    assert all(torch.equal(p, weights[name].float()) for name, p in loaded.named_parameters())
+    fresh = built(pretrained=False)  # random weights from the config the folder holds
+    assert {p.dtype for p in fresh.parameters()} == {torch.float32}
+    assert not torch.equal(fresh.model.embed_tokens.weight, loaded.model.embed_tokens.weight)
+
+
+def test_resume_reruns_a_cell_whose_model_folder_changed(tmp_path):
+    """The config hash holds a digest of the folder: an edited config.json is a new configuration."""
+    save_tiny_configs(tmp_path)
+    workloads = [{"workload": "hf", "model": "tiny-llama", **TOKENS}]
+    path = matrix_file(tmp_path, workloads, precisions=["fp32"])
+    command = ("run", "--matrix", str(path), "--out", str(tmp_path / "out"), "--device", "cpu", "--resume")
+    assert amp_suite(*command, cwd=tmp_path).returncode == 0  # unchanged, it is skipped: test_hostile_files.py
+    config = tmp_path / "tiny-llama" / "config.json"
+    config.write_text(config.read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": 3'))
+    edited = amp_suite(*command, cwd=tmp_path)
+    assert edited.returncode == 0 and "ok tiny-llama/bs16/seed0/fp32" in edited.stdout, edited.stdout
+    first, second = read_records(tmp_path / "out")
+    assert first["config_hash"] != second["config_hash"]

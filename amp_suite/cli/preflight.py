@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -51,8 +52,9 @@ def check_model_names(matrix: Matrix) -> None:
     for workload in matrix.workloads:
         if isinstance(workload, (TorchvisionConfig, TimmConfig)):
             library, known, listed_by = MODEL_LISTS[workload.workload]()
-            if workload.model not in known:
-                close = difflib.get_close_matches(workload.model, known, n=3)
+            architecture = workload.model.split(".", 1)[0]  # timm's pretrained tag (resnet18.a1_in1k) aside
+            if architecture not in known:
+                close = difflib.get_close_matches(architecture, known, n=3)
                 hint = f"did you mean {', '.join(close)}? " if close else ""
                 raise ConfigError(f"{library} has no model {workload.model!r}: {hint}({listed_by} lists them)")
 
@@ -80,12 +82,24 @@ def check_hf_models(matrix: Matrix) -> None:
     a Hub id out of reach or an unknown architecture is one line here, not a failed cell per mode."""
     for workload in matrix.workloads:
         if isinstance(workload, HfConfig):
+            _quiet_hf_imports()
             from amp_suite.workloads.hf import HfModelError, load_model_config, model_class
 
             try:
                 model_class(workload.task, load_model_config(workload))
             except HfModelError as exc:
                 raise ConfigError(f"{workload.name}: {exc}") from None
+
+
+def _quiet_hf_imports() -> None:
+    """This process's stderr is for the run's own lines: not for the Hub client's retry messages
+    (the one-line error says what they came to), nor for the deprecation warnings torch logs when
+    transformers imports torchao."""
+    import huggingface_hub  # noqa: F401  (it sets its loggers' level when first imported)
+    import torch  # noqa: F401  (and torch its own)
+
+    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
 
 
 def check_entries(matrix: Matrix) -> None:

@@ -7,6 +7,7 @@ class here, listed there, plus its module. This module stays torch-free: reports
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Union
 
@@ -411,6 +412,15 @@ def _name_from(path: str, fallback: str) -> str:
     return cleaned or fallback
 
 
+def _folder_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        stat = path.stat()
+        seen = path.read_bytes() if path.name == "config.json" else f"{stat.st_size}:{stat.st_mtime_ns}".encode()
+        digest.update(f"{path.relative_to(folder)}\0".encode() + seen + b"\0")
+    return digest.hexdigest()[:16]
+
+
 HfTask = Literal["causal-lm", "masked-lm", "seq-cls", "seq2seq"]
 # The unit each task's people quote, as the reference workloads of the same kind do.
 HF_TASK_UNITS: dict[str, str] = {
@@ -443,6 +453,10 @@ class HfConfig(_UserWorkload):
     )
     lr: PositiveFloat = 1e-4
 
+    folder_digest: str | None = Field(
+        None, description="set by the suite: a digest of the model folder's files (--resume reruns a changed one)"
+    )
+
     @field_validator("model")
     @classmethod
     def _folder_beside_the_matrix(cls, model: str, info: ValidationInfo) -> str:
@@ -457,6 +471,14 @@ class HfConfig(_UserWorkload):
         if model.startswith((".", "/", "~")) or model.count("/") > 1:
             raise ValueError(f"no folder {local} (a folder with the model's config.json, or a Hub id: org/name)")
         return model
+
+    @model_validator(mode="after")
+    def _digest_of_the_folder(self, info: ValidationInfo):
+        """What the folder holds, in the config and so in its hash: the config's text, and each
+        other file's name, size and modification time (weights are too large to read for this)."""
+        if (info.context or {}).get("matrix_dir") is not None and Path(self.model).is_dir():
+            object.__setattr__(self, "folder_digest", _folder_digest(Path(self.model)))
+        return self
 
     @property
     def throughput_unit(self) -> str:  # type: ignore[override]

@@ -10,6 +10,7 @@ each sequence (accuracy). Only the model comes from the folder: its config, and 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import datasets
@@ -35,6 +36,10 @@ AUTO_CLASSES = {
 }
 
 
+# What save_pretrained writes (model.safetensors, or shards of it), or older checkpoints' .bin files.
+WEIGHT_FILES = ("*.safetensors", "*.bin")
+
+
 class HfModelError(ValueError):
     """The model's config can't be loaded, or has no model for the task or the lengths asked."""
 
@@ -42,11 +47,21 @@ class HfModelError(ValueError):
 def load_model_config(c: HfConfig) -> transformers.PretrainedConfig:
     """The model's config (never its code: trust_remote_code stays off), with the task's labels."""
     labels = {"num_labels": c.num_labels} if c.task == "seq-cls" else {}
+    folder = Path(c.model)
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        raise HfModelError(f"the folder {folder} holds no config.json (save one with the config's save_pretrained)")
     try:
         config = transformers.AutoConfig.from_pretrained(c.model, **labels)
     except (OSError, ValueError, KeyError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise HfModelError(f"no model config from {c.model!r}: {reason}") from None
+        if folder.is_dir():
+            raise HfModelError(f"no model config in {folder}: {reason}") from None
+        raise HfModelError(
+            f"{c.model!r} is neither a folder beside the matrix nor a Hub model within reach ({reason})"
+        ) from None
+    if c.pretrained and folder.is_dir() and not any(any(folder.glob(kind)) for kind in WEIGHT_FILES):
+        held = " or ".join(WEIGHT_FILES)
+        raise HfModelError(f"pretrained: true, but {folder} holds no weights ({held}); save_pretrained writes them")
     vocab_size = getattr(config, "vocab_size", None)
     if not vocab_size:
         raise HfModelError(f"{config.model_type} takes no token ids (its config has no vocab_size)")
