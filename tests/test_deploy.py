@@ -32,7 +32,7 @@ def test_image_and_ci_install_from_the_same_constraints_and_their_lines_lock():
     assert installs and all(f"-c {CONSTRAINTS}" in line and '-c "locks/${TORCH_CUDA}.txt"' in line for line in installs)
     makefile = (REPO / "Makefile").read_text()
     assert "LOCKS := -c constraints.txt -c locks/cu130.txt" in makefile
-    assert any("$(LOCKS)" in line and "-e '.[dev,ray]'" in line for line in _pip_installs(makefile))
+    assert any("$(LOCKS)" in line and "-e '.[dev,ray,timm]'" in line for line in _pip_installs(makefile))
     assert "make test" in (REPO / ".ci" / "run").read_text()
 
 
@@ -200,4 +200,4 @@ def test_the_kuberay_cluster_runs_the_image_with_the_pinned_ray_and_a_gpu_per_wo
         volumes = {volume["name"]: volume for volume in group["template"]["spec"].get("volumes", [])}
         (shm,) = [mount for mount in container.get("volumeMounts", []) if mount["mountPath"] == "/dev/shm"]
         assert volumes[shm["name"]]["emptyDir"]["medium"] == "Memory", group["groupName"]
-    assert '".[ray]"' in (REPO / "Dockerfile").read_text()  # the image can be a Ray node
+    assert '".[ray,timm]"' in (REPO / "Dockerfile").read_text()  # the image can be a Ray node (and has timm)

@@ -134,16 +134,23 @@ def test_pretrained_weights_load_from_the_folder_in_float32_whatever_the_checkpo
     assert not torch.equal(fresh.model.embed_tokens.weight, loaded.model.embed_tokens.weight)
 
 
-def test_resume_reruns_a_cell_whose_model_folder_changed(tmp_path):
-    """The config hash holds a digest of the folder: an edited config.json is a new configuration."""
+def test_a_changed_model_folder_is_a_new_configuration_for_resume(tmp_path):
+    """The config hash (what --resume compares) holds a digest of the folder: an edited config.json
+    or new weights make a new configuration; the same folder read again, the same one."""
+    from amp_suite.config.loading import load_matrix
+
     save_tiny_configs(tmp_path)
-    workloads = [{"workload": "hf", "model": "tiny-llama", **TOKENS}]
-    path = matrix_file(tmp_path, workloads, precisions=["fp32"])
-    command = ("run", "--matrix", str(path), "--out", str(tmp_path / "out"), "--device", "cpu", "--resume")
-    assert amp_suite(*command, cwd=tmp_path).returncode == 0  # unchanged, it is skipped: test_hostile_files.py
+    path = matrix_file(tmp_path, [{"workload": "hf", "model": "tiny-llama", **TOKENS}], precisions=["fp32"])
+
+    def config_hash() -> str:
+        (cell,) = load_matrix(path).cells("cpu")
+        return cell.config_hash
+
+    first = config_hash()
+    assert config_hash() == first
     config = tmp_path / "tiny-llama" / "config.json"
     config.write_text(config.read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": 3'))
-    edited = amp_suite(*command, cwd=tmp_path)
-    assert edited.returncode == 0 and "ok tiny-llama/bs16/seed0/fp32" in edited.stdout, edited.stdout
-    first, second = read_records(tmp_path / "out")
-    assert first["config_hash"] != second["config_hash"]
+    edited = config_hash()
+    assert edited != first
+    (tmp_path / "tiny-llama" / "model.safetensors").write_bytes(b"weights")
+    assert config_hash() != edited
