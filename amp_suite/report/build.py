@@ -159,14 +159,17 @@ def build_report(
     machines = _machines(records, objects)
     ids = {key: entry.id for key, entry in machines.items()}
     configs = _workload_configs(records)
-    heavy = {(k, s): config for (k, s), config in configs.items() if _matmul_heavy(config, records, k, s)}
+    by_setup: dict[tuple[str, str], list[CellRecord]] = {}
+    for record in records:
+        by_setup.setdefault((machine_key(record), setup_key(record)), []).append(record)
+    heavy = {place: config for place, config in configs.items() if _matmul_heavy(config, by_setup[place])}
     evidence = {
         ids[key]: Evidence(
             machine=machine,
             rows=[row for row in summary if row.machine == key],
             records=[r for r in records if machine_key(r) == key],
             matmul_heavy=frozenset(s for k, s in heavy if k == key),
-            matmul_heavy_workloads=_heavy_names(records, heavy, key),
+            matmul_heavy_workloads=_heavy_names(heavy, by_setup, key),
         )
         for key, machine in objects.items()
     }
@@ -327,32 +330,32 @@ def _workload_configs(records: Sequence[CellRecord]) -> dict[tuple[str, str], di
     return configs
 
 
-def _matmul_heavy(config: dict[str, Any], records: Sequence[CellRecord], machine: str, setup: str) -> bool:
-    """What the user says of the workload, else what its reference config declares, else what its
-    records measure: the median share of a step's FLOPs in matmuls and convolutions (a workload
-    this version does not know, or records without the share: no)."""
+def _matmul_heavy(config: dict[str, Any], records: Sequence[CellRecord]) -> bool:
+    """What the user says of the workload, else what its reference config declares, else what the
+    setup's records measure: the median share of a step's FLOPs in matmuls and convolutions (a
+    workload this version does not know, or records without the share: no)."""
     if config.get("matmul_heavy") is not None:
         return bool(config["matmul_heavy"])
-    known = WORKLOAD_CONFIG_BY_NAME.get(config.get("workload", ""))
-    if known is not None and known.reference:
-        return known.matmul_heavy
-    shares = [
-        r.matmul_flop_share
-        for r in records
-        if r.matmul_flop_share is not None and machine_key(r) == machine and setup_key(r) == setup
-    ]
+    if _reference(config):
+        return WORKLOAD_CONFIG_BY_NAME[config["workload"]].matmul_heavy
+    shares = [r.matmul_flop_share for r in records if r.matmul_flop_share is not None]
     return bool(shares) and statistics.median(shares) >= MATMUL_HEAVY_SHARE
 
 
 def _heavy_names(
-    records: Sequence[CellRecord], heavy: dict[tuple[str, str], dict[str, Any]], machine: str
+    heavy: dict[tuple[str, str], dict[str, Any]], by_setup: dict[tuple[str, str], list[CellRecord]], machine: str
 ) -> tuple[str, ...]:
     """The matmul-heavy reference kinds, then this machine's matmul-heavy user workloads by the
     names they were given (a label, a model's name, an entry's file)."""
-    users = set()
-    for record in records:
-        config = heavy.get((machine, setup_key(record))) if machine_key(record) == machine else None
-        known = WORKLOAD_CONFIG_BY_NAME.get(config.get("workload", "")) if config else None
-        if known is not None and not known.reference:
-            users.add(record.workload)
+    users = {
+        record.workload
+        for (key, setup), config in heavy.items()
+        if key == machine and config.get("workload") in WORKLOAD_CONFIG_BY_NAME and not _reference(config)
+        for record in by_setup[(key, setup)]
+    }
     return (*MATMUL_HEAVY_WORKLOADS, *sorted(users))
+
+
+def _reference(config: dict[str, Any]) -> bool:
+    known = WORKLOAD_CONFIG_BY_NAME.get(config.get("workload", ""))
+    return known is not None and known.reference
