@@ -75,7 +75,8 @@ def test_local_image_folder_offline(tmp_path, no_network):
 def test_local_text_becomes_byte_tokens(tmp_path, no_network):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(f"line {i}: the quick brown fox" for i in range(50)))
-    splits = load_splits(DataConfig(source="text", path=str(corpus)), cache_dir=tmp_path / "cache")
+    sizes = GeneratedSet(markov_corpus, {"samples": 40, "seq_len": 32, "vocab_size": 256}, val_samples=8)
+    splits = load_splits(DataConfig(source="text", path=str(corpus)), sizes, cache_dir=tmp_path / "cache")
     tokens = token_tensors(splits.train, seq_len=32, limit=1000)
     assert tokens.inputs.shape[1] == 32 and int(tokens.inputs.max()) < 256
     assert bytes(tokens.inputs[0].tolist()).decode().startswith("line ")

@@ -28,8 +28,10 @@ Status = Literal["ok", "skipped", "failed", "diverged", "oom"]  # oom: the batch
 
 
 class FrozenModel(BaseModel):
-    # Every value accepted here is one the suite can run: finite floats, bounded sizes.
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    # Every value accepted here is one the suite can run: finite floats, bounded sizes. Strict: a
+    # value is taken as the type YAML gave it, one rule for every field, so a boolean is never a
+    # count or a rate (lax pydantic reads `steps: true` as 1), nor "4" or 4.0 a whole number.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
 
 
 # Names end up in file names, MLflow run names and cell ids.
@@ -38,6 +40,9 @@ NAME_MAX = 64
 # Upper bounds that keep a typo from exhausting memory or time; far above any sensible matrix.
 MAX_MATRIX_BYTES = 1 << 20
 MAX_YAML_NODES = 100_000  # after expanding aliases: a "billion laughs" file stops here
+# The deepest matrix nests a handful of levels (workloads, a workload, its data or a custom entry's
+# args); records keep the config a few levels down and are read back to 32 (records.jsonl).
+MAX_YAML_DEPTH = 24
 MAX_STEPS = 1_000_000
 MAX_BATCH = 1 << 16
 MAX_SAMPLES = 10_000_000

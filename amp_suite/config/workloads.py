@@ -54,7 +54,7 @@ class DataConfig(FrozenModel):
     source: DataSource
     name: str | None = Field(None, max_length=256, description="hub dataset name, e.g. cifar10 or wikitext")
     subset: str | None = Field(None, max_length=256, description="hub dataset configuration, e.g. wikitext-2-raw-v1")
-    path: str | None = Field(None, max_length=4096, description="local folder (imagefolder) or text file(s) (text)")
+    path: str | None = Field(None, max_length=4096, description="local folder (imagefolder) or text file (text)")
     val_fraction: float = Field(0.2, gt=0, lt=1, description="held out when the source has no validation split")
     val_samples: int = count(MAX_SAMPLES, default=512, description="validation samples used (generated count)")
 

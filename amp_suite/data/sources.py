@@ -2,7 +2,8 @@
 
 Generated and bundled sets are built once and cached on disk (`save_to_disk`) under a key that
 names what built them, so every cell reads the same bytes and the record can carry their
-fingerprint. The hub is only contacted for `source: hub`; everything else works offline.
+fingerprint. The hub is only contacted for `source: hub`; everything else works offline. A local
+text file is read as far as the cell's samples reach and never cached (amp_suite.data.text).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import datasets
 import numpy as np
 
 from amp_suite.config import DataConfig
+from amp_suite.data.text import UnusableText, read_text
 
 datasets.disable_progress_bars()  # cells log to files; bars only clutter them
 
@@ -70,7 +72,7 @@ def load_splits(config: DataConfig, generated: GeneratedSet | None = None, cache
     if config.source == "imagefolder":
         folder = _from_local("imagefolder", config.path, data_dir=config.path)
         return _split(folder, config, f"imagefolder:{config.path}")
-    return _split(_from_local("text", config.path, data_files=config.path), config, f"text:{config.path}")
+    return _from_text(config, generated)
 
 
 def _key(name: str, params: dict[str, Any]) -> str:
@@ -116,6 +118,26 @@ def _from_hub(config: DataConfig) -> datasets.DatasetDict:
             "on a machine with network access and copying its Hugging Face cache (~/.cache/huggingface) "
             "here, or save it to a folder and use data.source imagefolder/text with data.path"
         ) from exc
+
+
+def _from_text(config: DataConfig, generated: GeneratedSet | None) -> Splits:
+    """A text file read only as far as the cell's blocks reach (amp_suite.data.text): the workload's
+    generator is sized as the text is, in blocks of `seq_len` bytes, `samples` of them in all."""
+    if generated is None or "seq_len" not in generated.params:
+        raise ValueError("source text needs the workload's sizes (its generator's samples and seq_len)")
+    block, blocks = generated.params["seq_len"], generated.params["samples"]
+    try:
+        train, validation = read_text(
+            Path(config.path or ""), block, blocks - generated.val_samples, generated.val_samples, config.val_fraction
+        )
+    except UnusableText as exc:
+        raise DataUnavailableError(f"data.path {config.path!r}: {exc}") from None
+    return Splits(_in_memory(train.lines), _in_memory(validation.lines), f"text:{config.path}")
+
+
+def _in_memory(lines: list[str]) -> datasets.Dataset:
+    """Held in memory: from_dict writes no cache file (nothing under ~/.cache/huggingface)."""
+    return datasets.Dataset.from_dict({"text": lines})
 
 
 def _from_local(builder: str, path: str | None, **kwargs: str | None) -> datasets.DatasetDict:

@@ -3,8 +3,8 @@
 An append adds one complete line or leaves the file exactly as it was. Stop signals wait until
 it has written (a handler that raises mid-write would cut the line), and a write that fails
 part-way, as on a full disk, is cut back to the old size before the error is raised. Readers
-skip any line that is cut off, not UTF-8, not a JSON object, longer or more deeply nested than
-any record, and say how many they skipped; a path that is not a regular file is refused.
+skip any line that is cut off, not UTF-8, not a JSON object, longer, more deeply nested or with
+more values than any record, and say how many they skipped; a path that is not a regular file is refused.
 No torch here.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,11 @@ from amp_suite.signals import signals_held
 # nests deeper than a handful of levels. Lines past either bound are skipped and counted.
 MAX_LINE_BYTES = 64 << 20
 MAX_DEPTH = 32
+# Nor does any record hold more values than its per-step series (records.results.MAX_CURVE_POINTS
+# each: the loss and the loss scale) and a few hundred fields. Parsing costs ~32 bytes a number,
+# so a 64 MiB line of short numbers took ~700 MB to find too long: a line with more separators
+# than that is skipped before it is parsed.
+MAX_VALUES = 4_200_000
 
 
 class LineWriteError(OSError):
@@ -73,21 +79,26 @@ def read_objects(path: Path) -> tuple[list[dict[str, Any]], int]:
     """Every JSON object in the file, and how many non-blank lines could not be read as one.
 
     RefusedFile (one line, exit 2 at the CLI) if the path is there but is not a regular file."""
-    objects, unreadable = [], 0
+    objects = list(each_object(path))
+    return [value for value in objects if value is not None], objects.count(None)
+
+
+def each_object(path: Path) -> Iterator[dict[str, Any] | None]:
+    """The file's JSON objects one at a time, None for each non-blank line that is not one: a
+    reader that keeps only what it makes of each holds one line's worth at a time, not the file's."""
     for raw in bounded_lines(path, MAX_LINE_BYTES):
-        if raw is not None and not raw.strip():
-            continue
-        value = _object_of(raw) if raw is not None else None
-        if value is None:
-            unreadable += 1
-        else:
-            objects.append(value)
-    return objects, unreadable
+        if raw is None:
+            yield None
+        elif raw.strip():
+            yield _object_of(raw)
 
 
 def _object_of(raw: bytes) -> dict[str, Any] | None:
     """The line's JSON object, or None for anything else: cut off, not UTF-8, not an object, or
-    nested deeper than any record is (a line of 10^5 brackets makes the parser recurse out)."""
+    nested deeper than any record is (a line of 10^5 brackets makes the parser recurse out), or
+    holding more values than any record does."""
+    if raw.count(b",") >= MAX_VALUES:
+        return None
     try:
         value = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -24,9 +24,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from amp_suite.config import AUTO_BATCH, CellSpec, ParityConfig, Status
+from amp_suite.config.base import MAX_SAMPLES, MAX_STEPS
 from amp_suite.hardware.machine import Machine
-from amp_suite.records.jsonl import append_line, read_objects
-from amp_suite.records.schema import declared, measured
+from amp_suite.records.jsonl import append_line, each_object
+from amp_suite.records.schema import declared, fields_of, measured, unit_of
+from amp_suite.records.series import Series, series_field
+
+# A series holds at most a point per step a matrix allows (warmup and timed steps, MAX_STEPS each):
+# a longer one is a line no record has, and reading it would cost memory without end.
+MAX_CURVE_POINTS = 2 * MAX_STEPS
 
 
 class BatchSearch(BaseModel):
@@ -74,7 +80,9 @@ class CellRecord(BaseModel):
     device_name: str | None = None
     machine: Machine | None = Field(None, description="device model, software stack and host; None if never probed")
     parity_rule: ParityConfig | None = Field(None, description="the matrix's rule this record's parity is judged by")
-    batch_size: int | None = Field(description="the batch measured; with batch_sizes auto, the one found (None: none)")
+    batch_size: int | None = Field(  # a batch never holds more than the training set: the most a matrix allows
+        ge=1, le=MAX_SAMPLES, description="the batch measured; with batch_sizes auto, the one found (None: none)"
+    )
     batch_search: BatchSearch | None = Field(None, description="batch_sizes auto: the probes and what they found")
     steps: int
     warmup_steps: int
@@ -84,8 +92,9 @@ class CellRecord(BaseModel):
         "ms", "CPU time of the cell's process per timed step, every thread (instruments.timers.HostCpuTime); None: DDP"
     )
     throughput_windows: list[float] = Field(
-        default_factory=list, description="samples/s in each window of the timed steps (config.base.window_edges)"
-    )
+        default_factory=list, max_length=MAX_CURVE_POINTS,
+        description="samples/s in each window of the timed steps (config.base.window_edges)",
+    )  # fmt: skip
     throughput_spread: float | None = Field(None, description="(max - min) / median of throughput_windows")
     noisy: bool | None = Field(None, description="throughput_spread above config.NOISY_SPREAD")
     side_by_side_id: str | None = Field(
@@ -172,8 +181,9 @@ class CellRecord(BaseModel):
     val_metrics: dict[str, float] = Field(default_factory=dict)
     eval_every: int | None = Field(None, description="time to target: steps between evaluations (None: at the end)")
     eval_curve: list[EvalPoint] = Field(
-        default_factory=list, description="time to target: the primary metric at each evaluation, the last at the end"
-    )
+        default_factory=list, max_length=MAX_CURVE_POINTS,
+        description="time to target: the primary metric at each evaluation, the last at the end",
+    )  # fmt: skip
     eval_s: float | None = measured(
         "s", "wall time of the evaluations added for time to target: outside the timed steps and all rates"
     )
@@ -199,7 +209,9 @@ class CellRecord(BaseModel):
     skipped_steps: int | None = measured("steps")
     loss_scale_drops: int | None = measured("drops")
     loss_scale_warning: bool | None = Field(None, description="the scale kept dropping: persistent overflow")
-    loss_scale_curve: list[float] = Field(default_factory=list, description="GradScaler's scale after every step")
+    loss_scale_curve: list[float] = Field(
+        default_factory=list, max_length=MAX_CURVE_POINTS, description="GradScaler's scale after every step"
+    )
     nonfinite_step: int | None = Field(None, description="first step (warmup included) with inf/NaN")
     nonfinite_site: str | None = Field(None, description="the module that produced it, found by replay")
     matmul_dtype: str | None = Field(
@@ -211,7 +223,9 @@ class CellRecord(BaseModel):
     )
     fp32_math: dict[str, str] | None = None
     batch_order_hash: str | None = None
-    loss_curve: list[float] = Field(default_factory=list, description="loss per measured step")
+    loss_curve: list[float] = Field(
+        default_factory=list, max_length=MAX_CURVE_POINTS, description="loss per measured step"
+    )
     started_at: str = ""
     duration_s: float | None = measured("s")
     tracker_run_id: str | None = Field(None, description="the tracker's run mirroring this record (MLflow's run id)")
@@ -221,10 +235,17 @@ class CellRecord(BaseModel):
 
     @model_validator(mode="after")
     def _ok_means_measured(self) -> CellRecord:
-        """An ok cell measured a rate: a non-finite or non-positive one (a hand-edited line, a
-        broken timer) would turn every ratio built on it into nonsense."""
+        """An ok cell measured what it says: finite numbers, no amount (a time, a size, a rate, a
+        count) below zero, a positive rate. A hand-edited line or a broken instrument would
+        otherwise print as a result ("acc inf", -5 MB) and turn every ratio built on it into nonsense."""
+        if self.status != "ok":
+            return self
+        for name in _MEASURED:
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and (value >= 0 or _SIGNED[name])):
+                raise ValueError(f"status ok with {name} {value}: no cell measures that")
         rate = self.throughput
-        if self.status == "ok" and rate is not None and not (math.isfinite(rate) and rate > 0):
+        if rate is not None and rate <= 0:
             raise ValueError(f"status ok with throughput {rate}: an ok cell has a positive, finite rate")
         return self
 
@@ -271,12 +292,25 @@ class CellRecord(BaseModel):
         return hashlib.sha256(f"{self.cell_id} {self.config_hash} {self.started_at}".encode()).hexdigest()[:16]
 
 
+# What _ok_means_measured checks: every measured quantity, and which may be negative (a loss or a
+# score, a fraction such as comm_share_raw, where below zero means within noise, a temperature).
+_MEASURED = fields_of(CellRecord, role="measured")
+_SIGNED = {name: unit_of(CellRecord, name) in ("", "fraction", "°C") for name in _MEASURED}
+
+
+CurveSeries = series_field(MAX_CURVE_POINTS)
+
+
 class StoredRecord(CellRecord):
     """A record read back from a file or a store. Lines from other versions are read, not
     rejected: fields this version does not know are kept, missing ones take their defaults, and
-    a line older than the machine field gets one rebuilt from its environment block."""
+    a line older than the machine field gets one rebuilt from its environment block. Its per-step
+    series are held as C doubles, a quarter of a list's memory (amp_suite.records.series)."""
 
     model_config = ConfigDict(extra="allow")
+
+    loss_curve: CurveSeries = Field(default_factory=Series, description="loss per measured step")
+    loss_scale_curve: CurveSeries = Field(default_factory=Series, description="GradScaler's scale after every step")
 
     @model_validator(mode="before")
     @classmethod
@@ -342,6 +376,10 @@ class DistinctRecords:
 def describe_error(exc: BaseException, limit: int = 300) -> str:
     """An exception as one bounded line for a record or a message; tracebacks go to logs."""
     lines = str(exc).strip().splitlines()
+    if isinstance(exc, ValidationError) and exc.errors():  # its first line only counts the errors
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        lines = [(f"{where}: " if where else "") + first["msg"].removeprefix("Value error, ")]
     text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     return text[:limit]
 
@@ -359,10 +397,12 @@ class ResultsFile:
         append_line(self.path, record.model_dump_json())
 
     def read(self) -> tuple[list[CellRecord], int]:
-        """All readable records, and how many lines were unreadable (cut off, not UTF-8, not a record)."""
-        objects, unreadable = read_objects(self.path)
+        """All readable records, and how many lines were unreadable (cut off, not UTF-8, not a record).
+        Each line is parsed and validated before the next is read, so memory holds the records and
+        one line, never the file's parsed lines besides."""
         records: list[CellRecord] = []
-        for data in objects:
+        unreadable = 0
+        for data in each_object(self.path):
             try:
                 records.append(StoredRecord.model_validate(data))
             except ValidationError:

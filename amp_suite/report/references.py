@@ -13,12 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config import ConfigError
-from amp_suite.config.loading import describe_validation_error
+from amp_suite.config.loading import describe_validation_error, parse_yaml
 from amp_suite.config.precisions import REFERENCE, published_name
 from amp_suite.files import RefusedFile, read_limited
 from amp_suite.hardware.machine import Machine
@@ -101,14 +100,12 @@ def load_references(name_or_path: str | None) -> list[Reference]:
 
 def _read(path: Path) -> list[Reference]:
     try:
-        data = yaml.safe_load((read_limited(path, MAX_REFERENCE_BYTES) or b"").decode("utf-8"))
-        return ReferenceFile.model_validate(data).references
+        text = (read_limited(path, MAX_REFERENCE_BYTES) or b"").decode("utf-8")
+        return ReferenceFile.model_validate(parse_yaml(text, str(path))).references  # bounded as matrices are
     except RefusedFile as exc:
         raise ConfigError(f"--references {exc}") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}: not a readable reference file ({type(exc).__name__}{where})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not a readable reference file ({type(exc).__name__})") from None
     except ValidationError as exc:
         raise ConfigError(f"{path}: {describe_validation_error(exc)}") from None
 
