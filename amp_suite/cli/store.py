@@ -13,7 +13,7 @@ from amp_suite.analysis.outcome import ExitCode
 from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, errors, fail, say, warn
 from amp_suite.config import ConfigError
 from amp_suite.paths import check_path, is_file, shown
-from amp_suite.records.rundir import RunDirectory
+from amp_suite.records.rundir import RunDirectory, append_to
 from amp_suite.tracking.uri import check_tracking_store, embedded_store_uri
 
 
@@ -51,21 +51,22 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
     from amp_suite.records.results import describe_error
     from amp_suite.tracking.logs import route_store_logs
     from amp_suite.tracking.mlflow_store import MlflowStore
-    from amp_suite.tracking.relocate import relocate_artifacts
+    from amp_suite.tracking.relocate import ARTIFACTS
     from amp_suite.tracking.sync import SyncReport, sync_run_dir
 
     uri = tracking_uri or embedded_store_uri(directory.path)
+    # The folder's own store keeps its artifacts in the folder, wherever it was copied from.
+    own_artifacts = directory.path / ARTIFACTS if tracking_uri is None else None
     # A folder gathered read-only can't be written by a run either: there is nothing to lock.
     writable = os.access(directory.path, os.W_OK)
     report = SyncReport()
     route_store_logs(directory.path / "logs" / "tracking.log" if writable else None, tracking_uri)
     try:
-        store = MlflowStore(uri)
-        store.check_reachable()
         with directory.locked("amp-suite sync") if writable else nullcontext():
-            if tracking_uri is None and writable:  # a copied folder writes into its own mlartifacts/
-                relocate_artifacts(directory.path / "mlflow.db")
-            sync_run_dir(directory, store, report)
+            store = MlflowStore(uri, own_artifacts)
+            store.check_reachable()
+            with store.exclusive():  # a second sync of the same records waits, then finds them there
+                sync_run_dir(directory, store, report)
     except ConfigError as exc:
         raise fail(str(exc)) from None
     except Exception as exc:
@@ -91,6 +92,7 @@ def ui(
     store = out / "mlflow.db"
     try:
         check_path(out, "--out")
+        RunDirectory(out).check_syncable("ui")  # it writes logs/ui.log and repoints the store: no links
     except ConfigError as exc:
         raise fail(str(exc)) from None
     if not is_file(store):
@@ -104,7 +106,7 @@ def ui(
             " which requires a login.",
             highlight=False, markup=False, soft_wrap=True,
         )  # fmt: skip
-    _relocate_artifacts(RunDirectory(out))
+    _pin_artifacts(RunDirectory(out))
     _serve(out, host, port)
 
 
@@ -142,27 +144,31 @@ def _ui_log(out: Path):
     """<out>/logs/ui.log for the server's output, or None where the folder is read-only."""
     try:
         (out / "logs").mkdir(exist_ok=True)
-        return (out / "logs" / "ui.log").open("ab")
+        return append_to(out / "logs" / "ui.log")
     except OSError:
         return None
 
 
-def _relocate_artifacts(directory: RunDirectory) -> None:
-    """A moved or gathered folder's store still points at the old artifact path: repoint it.
+def _pin_artifacts(directory: RunDirectory) -> None:
+    """The store must keep its artifacts in the folder before the UI serves them: a moved or
+    gathered folder's store points at the old path, an edited one anywhere (the UI would serve
+    whatever file it names). One line, exit 2, for a store that can't be opened or repointed.
     A run in progress holds the folder, and its paths are current: nothing to do then."""
-    from amp_suite.records.rundir import OutDirBusy
-    from amp_suite.tracking.relocate import relocate_artifacts
+    from contextlib import nullcontext
 
+    from amp_suite.records.rundir import OutDirBusy
+    from amp_suite.tracking.relocate import ARTIFACTS, pin_artifacts
+
+    writable = os.access(directory.path, os.W_OK)  # read-only: no lock to take, and a stray store is refused
     try:
-        with directory.locked("amp-suite ui"):
-            moved = relocate_artifacts(directory.path / "mlflow.db")
+        with directory.locked("amp-suite ui") if writable else nullcontext():
+            moved = pin_artifacts(directory.path / "mlflow.db", directory.path / ARTIFACTS)
     except OutDirBusy:
         return
-    except ConfigError as exc:  # e.g. a read-only folder: the UI still shows runs and metrics
-        errors.print(f"amp-suite: warning: artifacts not relocated: {exc}", highlight=False, markup=False)
-        return
+    except ConfigError as exc:  # not a database; a read-only folder whose store points elsewhere
+        raise fail(str(exc)) from None
     if moved:
-        say(f"{directory.path} was moved: pointed {moved} experiment(s)' artifacts at {directory.path / 'mlartifacts'}")
+        say(f"{directory.path} was moved: pointed {moved} experiment(s)' artifacts at {directory.path / ARTIFACTS}")
 
 
 def _is_loopback(host: str) -> bool:

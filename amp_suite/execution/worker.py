@@ -33,6 +33,7 @@ from typing import Protocol
 from amp_suite.config import CellSpec
 from amp_suite.records.jsonl import LineWriteError, json_safe
 from amp_suite.records.results import CellRecord
+from amp_suite.records.rundir import append_to
 from amp_suite.signals import stop_with_parent
 
 PROGRESS_INTERVAL_S = 1.0  # at most one progress message a second leaves the child: the display refreshes at 1 Hz
@@ -220,7 +221,7 @@ def _child_main(
     stop_with_parent()
     _place(placement)
     _thread_lock_for_progress_bars()
-    with open(log_path, "ab", buffering=0) as log:
+    with append_to(Path(log_path)) as log:  # never through a link: the run checked logs/, this holds it to that
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
     sys.stdout = open(1, "w", buffering=1, closefd=False)

@@ -7,6 +7,10 @@ of its Default experiment, in the user's cache (~/.cache/amp-suite, or $XDG_CACH
 later new stores start as a byte copy of it: the same schema at the same revision, so MLflow
 finds nothing to migrate. MLflow then adds the Default experiment itself, located for this
 store. Without a cache (unwritable, or a different MLflow), MLflow makes the store as before.
+
+The cache is a file anyone with the user's rights may have replaced: a copy that is not an empty
+MLflow store (garbage, or one holding an experiment whose artifacts go elsewhere) is emptied out
+of the new store again, MLflow makes the store itself, and the cache is made anew from it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import BinaryIO
 
+from amp_suite.errors import ConfigError
+from amp_suite.files import read_limited
+
 logger = logging.getLogger(__name__)
+MAX_TEMPLATE = 16 << 20  # an empty store is about 1 MB; a larger cache file is no empty store
 
 
 def cached_empty_store() -> Path:
@@ -28,21 +36,56 @@ def cached_empty_store() -> Path:
     return base / "amp-suite" / f"mlflow-{metadata.version('mlflow')}-empty.db"
 
 
-def seed(handle: BinaryIO) -> bool:
-    """Fill a new, empty store file (open for appending, locked) from the cache; False: no cache."""
-    try:
-        handle.write(cached_empty_store().read_bytes())
-        handle.flush()
-        return True
-    except OSError:
+def seed(handle: BinaryIO, database: Path) -> bool:
+    """Fill a new, empty store file (open for appending, locked) from the cache; False: no usable
+    cache, and the file is empty again. An OSError writing it (a full disk) is the caller's."""
+    template = _cached_bytes()
+    if template is None:
         return False
+    handle.write(template)
+    handle.flush()
+    if _is_empty_store(database):  # checked as copied: the cache may change under us
+        return True
+    logger.debug("the cached empty MLflow store %s is not one: MLflow makes the store", cached_empty_store())
+    handle.truncate(0)
+    return False
+
+
+def _cached_bytes() -> bytes | None:
+    try:
+        return read_limited(cached_empty_store(), MAX_TEMPLATE)
+    except (OSError, ConfigError):  # unreadable, not a regular file, too large: no cache
+        return None
+
+
+def _is_empty_store(database: Path) -> bool:
+    """An MLflow store with nothing in it: a schema revision, and no experiment, run or location."""
+    try:
+        with closing(sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)) as connection:
+            if connection.execute("PRAGMA quick_check").fetchone() != ("ok",):
+                return False
+            revision = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+            return revision is not None and not _holds_anything(connection)
+    except sqlite3.Error:  # not a database, or not MLflow's
+        return False
+
+
+def _holds_anything(connection: sqlite3.Connection) -> bool:
+    tables = [name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for table in tables:
+        query = f'SELECT 1 FROM "{table.replace(chr(34), chr(34) * 2)}"'
+        if table == "workspaces":  # MLflow's Default workspace is there from the start, locating nothing
+            query += " WHERE default_artifact_root IS NOT NULL OR trace_archival_location IS NOT NULL"
+        if table != "alembic_version" and connection.execute(query).fetchone():
+            return True
+    return False
 
 
 def keep(database: Path) -> None:
     """After MLflow made `database` from nothing: keep an emptied copy for the next new store."""
     target = cached_empty_store()
-    if target.exists():
-        return
+    if target.exists() and _is_empty_store(target):
+        return  # else it is replaced, whole
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         descriptor, temporary = tempfile.mkstemp(dir=target.parent, suffix=".db")

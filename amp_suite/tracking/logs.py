@@ -8,9 +8,11 @@ loggers, and those of the libraries under it, write to the command's log file in
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 
+from amp_suite.records.rundir import append_to
 from amp_suite.tracking.uri import mask_credentials
 
 STORE_LOGGERS = ("mlflow", "alembic", "sqlalchemy", "urllib3")
@@ -32,6 +34,16 @@ class _Masked(logging.Filter):
         return True
 
 
+class _LogFile(logging.FileHandler):
+    """A FileHandler that appends only to a plain file inside the folder, never through a link."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8", delay=True)
+
+    def _open(self):
+        return io.TextIOWrapper(append_to(Path(self.baseFilename)), encoding="utf-8", errors="backslashreplace")
+
+
 def route_store_logs(log_file: Path | None, tracking_uri: str | None = None) -> None:
     """Send the store's log records to `log_file` (created), or nowhere when it is None."""
     import mlflow  # noqa: F401  (its import installs the handler replaced here)
@@ -40,7 +52,7 @@ def route_store_logs(log_file: Path | None, tracking_uri: str | None = None) -> 
     if log_file is not None:
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
-            handler = logging.FileHandler(log_file, encoding="utf-8", delay=True)
+            handler = _LogFile(log_file)
             handler.setFormatter(logging.Formatter(FORMAT))
         except OSError:
             pass  # a folder we can't write: the one-line messages still say what failed

@@ -14,11 +14,13 @@ metric identical in key, timestamp, step and value).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import getpass
 import json
 import logging
 import math
+import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -30,11 +32,15 @@ from typing import Any
 from amp_suite.analysis.answer import Answer, answers
 from amp_suite.analysis.summary import SummaryRow, group_key, natural_throughput
 from amp_suite.analysis.time_to_target import crossing
+from amp_suite.errors import ConfigError
+from amp_suite.paths import shown
 from amp_suite.records.invocations import InvocationStarted
 from amp_suite.records.jsonl import json_safe
 from amp_suite.records.results import CellRecord
+from amp_suite.records.rundir import is_plain_file
 from amp_suite.records.schema import fields_of
 from amp_suite.tracking import empty_store
+from amp_suite.tracking.relocate import artifact_location, pin_artifacts
 from amp_suite.tracking.uri import artifact_root as default_artifact_root
 from amp_suite.tracking.uri import check_server_answers, for_mlflow, sqlite_database
 
@@ -49,6 +55,7 @@ EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # not t
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's own tags (mlflow.utils.mlflow_tags)
 MLFLOW_NOTE = "mlflow.note.content"  # a run's description in the UI
 MLFLOW_DATASET_CONTEXT = "mlflow.data.context"
+SQLITE_FULL = 13  # sqlite3.SQLITE_FULL from Python 3.11
 
 
 def _user() -> str:
@@ -67,17 +74,38 @@ MAX_TAG_LENGTH = 5000  # what every MLflow backend keeps of a tag's value
 
 class MlflowStore:
     def __init__(self, tracking_uri: str, artifact_root: Path | None = None) -> None:
+        """`artifact_root`: where a run folder's own store keeps its artifacts (<out>/mlartifacts);
+        the store is pinned there each time it opens. A SQLite store the suite makes is pinned
+        beside its database; other stores locate artifacts as they were set up to."""
         try:
             from mlflow import MlflowClient, entities
         except ImportError as exc:
             raise RuntimeError(f"MLflow is not installed: pip install mlflow ({exc})") from exc
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)  # schema-migration chatter
         self._entities = entities
-        with _first_use(sqlite_database(tracking_uri)):
-            self.client = MlflowClient(tracking_uri=for_mlflow(tracking_uri))  # creates (or migrates) the store
         self.uri = tracking_uri
         # A SQLite store keeps its artifacts beside its database, never in the working directory's ./mlruns.
         self.artifact_root = artifact_root if artifact_root is not None else default_artifact_root(tracking_uri)
+        database = sqlite_database(tracking_uri)
+        with _first_use(database) as new:
+            self.client = MlflowClient(tracking_uri=for_mlflow(tracking_uri))  # creates (or migrates) the store
+            if database is not None and self.artifact_root is not None and (new or artifact_root is not None):
+                # MLflow has just made its Default experiment in ./mlruns; a copied or edited store points anywhere.
+                pin_artifacts(database, self.artifact_root)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold a SQLite store for one writer at a time: two syncs of the same records would both
+        find a run missing and both create it. An flock on the database file, as its first use
+        takes (SQLite's own locks are fcntl locks, which it does not touch). A server or another
+        database has no such lock: two syncs at once may still duplicate a run there."""
+        database = sqlite_database(self.uri)
+        if database is None:
+            yield
+            return
+        with open(database, "rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
 
     def check_reachable(self) -> None:
         """One bounded request before anything else (uri.check_server_answers)."""
@@ -91,7 +119,7 @@ class MlflowStore:
             return found.experiment_id
         if not create:
             return None
-        location = self.artifact_root.resolve().as_uri() if self.artifact_root else None
+        location = artifact_location(self.artifact_root) if self.artifact_root else None
         return self.client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
 
     def runs_of(self, experiment_id: str, invocation_id: str, running_only: bool = False) -> list[Any]:
@@ -171,7 +199,7 @@ class MlflowStore:
         self.client.log_dict(run_id, json.loads(record.model_dump_json(exclude={"dtype_audit"})), "record.json")
         if record.dtype_audit:
             self.client.log_dict(run_id, record.dtype_audit, "dtype_audit.json")
-        if log_file is not None and log_file.is_file():
+        if log_file is not None and is_plain_file(log_file):  # never a link to a file elsewhere
             self.client.log_artifact(run_id, str(log_file), "logs")
 
     def _log_dataset(self, run_id: str, record: CellRecord) -> None:
@@ -267,8 +295,8 @@ class MlflowStore:
 
     def log_report(self, run_id: str, folder: Path) -> None:
         """The report (HTML, Markdown, JSON and figures) as the parent's `report/` artifacts."""
-        if folder.is_dir():
-            self.client.log_artifacts(run_id, str(folder), "report")
+        for path in _plain_files(folder):  # a link in a folder someone handed over leads anywhere: not followed
+            self.client.log_artifact(run_id, str(path), str(Path("report", path.parent.relative_to(folder))))
 
     def complete(self, run_id: str, status: str, tags: dict[str, Any] | None = None) -> None:
         """The last call for a run: sync treats a run without the complete tag as half-logged."""
@@ -295,20 +323,60 @@ class MlflowStore:
 
 
 @contextmanager
-def _first_use(database: Path | None) -> Iterator[None]:
-    """Hold an flock on a SQLite store's file while MLflow opens it. MLflow creates a new store's
-    tables on first use, in a migration that two processes at once break for good (both fail,
-    `_alembic_tmp_*` left behind); the second now waits until the first has made the store.
-    SQLite's own locks are fcntl locks, which an flock does not touch."""
+def _first_use(database: Path | None) -> Iterator[bool]:
+    """Hold an flock on a SQLite store's file while MLflow opens it; yields whether the store is
+    new. MLflow creates a new store's tables on first use, in a migration that two processes at
+    once break for good (both fail, `_alembic_tmp_*` left behind); the second now waits until the
+    first has made the store. SQLite's own locks are fcntl locks, which an flock does not touch.
+    A new store is made whole or not at all: one cut short (a full disk, a stop) is emptied again,
+    which SQLite and the next first use take as a store still to be made."""
     if database is None:  # a server, or another database: it serialises its own migrations
-        yield
+        yield False
         return
     with open(database, "ab") as handle:  # SQLite takes an empty file as a new database
         fcntl.flock(handle, fcntl.LOCK_EX)
-        made_by_mlflow = handle.tell() == 0 and not empty_store.seed(handle)
-        yield
+        new = handle.tell() == 0
+        try:
+            made_by_mlflow = new and not empty_store.seed(handle, database)
+            yield new
+        except BaseException as exc:
+            if not new:
+                raise
+            _unmake(database, handle)
+            if (full := _out_of_room(exc)) is not None:
+                raise ConfigError(
+                    f"{shown(database)}: no room to create the MLflow store ({full}); make room, then run again"
+                ) from None
+            raise
         if made_by_mlflow:
             empty_store.keep(database)
+
+
+def _unmake(database: Path, handle) -> None:
+    handle.truncate(0)
+    for journal in ("-journal", "-wal", "-shm"):  # a half-made store's: it would be replayed into the next one
+        Path(f"{database}{journal}").unlink(missing_ok=True)
+
+
+def _plain_files(folder: Path) -> list[Path]:
+    """The regular files under `folder`, walked without following a symbolic link."""
+    found = []
+    for parent, _, names in os.walk(folder):  # os.walk does not descend into linked folders
+        found += [path for name in sorted(names) if is_plain_file(path := Path(parent, name))]
+    return found
+
+
+def _out_of_room(exc: BaseException | None) -> str | None:
+    """Why, if `exc` (or what caused it) is a full disk: an OSError, or SQLite's SQLITE_FULL."""
+    for _ in range(16):  # a chain of causes, however it loops
+        if exc is None:
+            return None
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return exc.strerror or os.strerror(exc.errno)
+        if getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL or "database or disk is full" in str(exc):
+            return os.strerror(errno.ENOSPC)
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def matrix_params(config: dict[str, Any]) -> dict[str, Any]:

@@ -11,16 +11,15 @@ from amp_suite.config import CellSpec, Matrix
 from amp_suite.records.invocations import Invocation, InvocationStarted
 from amp_suite.records.results import CellRecord
 from amp_suite.tracking.mlflow_store import MlflowStore
-from amp_suite.tracking.relocate import ARTIFACTS, relocate_artifacts
+from amp_suite.tracking.relocate import ARTIFACTS
 from amp_suite.tracking.system_metrics import SystemMetrics
 
 
 def open_mlflow_tracker(uri: str, run_folder: Path | None) -> MlflowTracker:
     """MLflow's store at `uri`. A run folder's own store keeps its artifacts in the folder where it
-    is now: copied or moved, its experiments would still point at the old place."""
+    is now (pinned as it opens): copied, moved or edited, it would point at another place."""
     if run_folder is None:
         return MlflowTracker(MlflowStore(uri))
-    relocate_artifacts(run_folder / "mlflow.db")
     return MlflowTracker(MlflowStore(uri, run_folder / ARTIFACTS))
 
 

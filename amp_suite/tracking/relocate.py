@@ -1,62 +1,74 @@
-"""Point an embedded MLflow store's artifact locations at the folder it lives in now.
+"""Pin a SQLite store's artifacts to one folder: every experiment and every run in it. No torch here.
 
-MLflow keeps artifact locations as absolute URIs (file:///runs/mlartifacts/...). A run folder
-that was moved, copied off a container volume or gathered from another box still has its
-mlartifacts/ beside mlflow.db, but the store points at the old path, so the UI lists no
-artifacts (or, for a copy, the original's). Before serving, `amp-suite ui` points them at the
-folder's own mlartifacts/, where the embedded store always keeps its artifacts; `run` and `sync`
-do the same before they write, so that a copy never writes into the original's mlartifacts/. Only those
-pointers change: the store mirrors results.jsonl, and the artifacts themselves are untouched.
+MLflow obeys whatever artifact location a store holds. A run folder that was moved, copied off a
+container volume or gathered from another box points at its old path (the UI then lists no
+artifacts, or a copy writes into the original's); a store someone edited can point anywhere
+(`/tmp/elsewhere`, another user's home); and MLflow makes every store's Default experiment in
+./mlruns of whichever directory the store was first opened from. So each store the suite makes,
+and a run folder's own store every time it is opened (by `run`, `sync` and `ui`), has every
+experiment located at <folder>/mlartifacts and every run at <folder>/mlartifacts/<run id>/artifacts,
+the layout MLflow gives runs of an experiment so located. Only those pointers change: the store
+mirrors results.jsonl, and artifacts already written elsewhere are neither read nor moved.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
-from amp_suite.errors import ConfigError
+from amp_suite.errors import ConfigError, shorten
+from amp_suite.paths import shown
 
 ARTIFACTS = "mlartifacts"  # where the embedded store's artifacts live, beside mlflow.db
+# What MLflow itself accepts as a run id (mlflow.utils.validation): no '/', no '..', so a run's
+# artifact path built from it stays in the folder.
+RUN_ID = re.compile(r"[a-zA-Z0-9][\w\-]{0,255}")
 
 
-def relocate_artifacts(database: Path) -> int:
-    """Rewrite artifact locations in `database` to <its folder>/mlartifacts; returns how many
-    experiments were moved. Locations outside amp-suite's file://.../mlartifacts layout (e.g.
-    an experiment a sync created with MLflow's default) are left alone."""
-    folder = database.parent / ARTIFACTS
-    if not folder.is_dir() or not database.is_file():
-        return 0
+def artifact_location(folder: Path) -> str:
+    """The URI an experiment whose artifacts go into `folder` holds."""
+    return folder.resolve().as_uri()
+
+
+def pin_artifacts(database: Path, folder: Path) -> int:
+    """Point every experiment and run in `database` at `folder`; returns how many experiments
+    pointed elsewhere. One ConfigError line if it is not an MLflow store, holds a run id that is
+    no MLflow run id, or must be repointed and can't be written (read-only, locked)."""
+    target = artifact_location(folder)
     try:
-        return _relocate(database, folder.resolve().as_uri())
-    except sqlite3.Error as exc:  # not a database, read-only, locked past the timeout
-        raise ConfigError(f"{database}: its artifact locations could not be repointed ({exc})") from None
+        # mode=rw: a store that is not there is an error here, never a new empty file.
+        with closing(sqlite3.connect(f"{database.resolve().as_uri()}?mode=rw", uri=True)) as connection:
+            experiments, runs = _stray(connection, target, database)
+            if experiments or runs:
+                with connection:  # one transaction
+                    _repoint(connection, target)
+    except sqlite3.Error as exc:
+        raise ConfigError(
+            f"{shown(database)}: its artifact locations could not be pinned to {shown(folder)} ({exc})"
+        ) from None
+    return experiments
 
 
-def _relocate(database: Path, target: str) -> int:
-    moved = 0
-    with closing(sqlite3.connect(database)) as connection, connection:  # one transaction
-        try:
-            experiments = connection.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
-        except sqlite3.Error:  # not (yet) an MLflow store: nothing to point anywhere
-            return 0
-        for experiment_id, location in experiments:
-            if not _elsewhere(location, target):
-                continue
-            connection.execute(
-                "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?)"
-                " WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
-                (target, len(location) + 1, experiment_id, len(location), location),
-            )
-            connection.execute(
-                "UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (target, experiment_id)
-            )
-            moved += 1
-    return moved
+def _stray(connection: sqlite3.Connection, target: str, database: Path) -> tuple[int, int]:
+    """(experiments, runs) whose artifacts point anywhere but `target`."""
+    try:
+        experiments = connection.execute("SELECT artifact_location FROM experiments").fetchall()
+        runs = connection.execute("SELECT run_uuid, artifact_uri FROM runs").fetchall()
+    except sqlite3.DatabaseError as exc:  # not a database, or a database MLflow did not make
+        raise ConfigError(f"{shown(database)}: not an MLflow store ({exc})") from None
+    for run_id, _ in runs:
+        if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+            raise ConfigError(f"{shown(database)}: not an MLflow store (a run id {shorten(str(run_id), 40)!r})")
+    stray_experiments = sum(1 for (location,) in experiments if location != target)
+    stray_runs = sum(1 for run_id, uri in runs if uri != f"{target}/{run_id}/artifacts")
+    return stray_experiments, stray_runs
 
 
-def _elsewhere(location: str | None, target: str) -> bool:
-    if not location or location == target or not location.startswith("file://"):
-        return False
-    return unquote(urlsplit(location).path).rstrip("/").endswith(f"/{ARTIFACTS}")
+def _repoint(connection: sqlite3.Connection, target: str) -> None:
+    connection.execute(
+        "UPDATE experiments SET artifact_location = ? WHERE artifact_location IS NOT ?", (target, target)
+    )
+    runs = "? || '/' || run_uuid || '/artifacts'"
+    connection.execute(f"UPDATE runs SET artifact_uri = {runs} WHERE artifact_uri IS NOT {runs}", (target, target))

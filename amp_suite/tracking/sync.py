@@ -18,9 +18,10 @@ from pydantic import ValidationError
 from amp_suite.analysis.outcome import judge
 from amp_suite.analysis.summary import summarize
 from amp_suite.config import Matrix
+from amp_suite.files import read_limited
 from amp_suite.records.invocations import Invocation
 from amp_suite.records.results import CellRecord, DistinctRecords
-from amp_suite.records.rundir import RunDirectory
+from amp_suite.records.rundir import RunDirectory, is_plain_file
 from amp_suite.tracking.mlflow_store import (
     PARENT,
     TAG_COMPLETE,
@@ -28,6 +29,8 @@ from amp_suite.tracking.mlflow_store import (
     TAG_RECORD,
     MlflowStore,
 )
+
+MAX_REPORT = 64 << 20  # report.json lists each record once: far below this
 
 
 @dataclass
@@ -111,8 +114,8 @@ class _InvocationSync:
             return
         existing = self.store.runs_of(experiment_id, self.key)
         if self.records:
-            parent = next((run for run in existing if PARENT not in run.data.tags), None)
-            children = {run.data.tags.get(TAG_RECORD): run for run in existing if PARENT in run.data.tags}
+            parent = _chosen(run for run in existing if PARENT not in run.data.tags).get(None)
+            children = _chosen(run for run in existing if PARENT in run.data.tags)
             parent_id = parent.info.run_id if parent else self._create_parent(experiment_id)
             for record in self.records:
                 self._sync_record(experiment_id, parent_id, record, children.get(record.identity))
@@ -138,7 +141,7 @@ class _InvocationSync:
         else:
             run_id = run.info.run_id
             self.report.completed += 1
-        self.store.log_record(run_id, record, _log_file(self.directory, record))
+        self.store.log_record(run_id, record, self.directory.cell_log(record.cell_id))
         self.store.finish_record(run_id, record)
         self.written.add(run_id)
         self.run_ids[record.identity] = run_id
@@ -180,6 +183,20 @@ class _InvocationSync:
         return ended.detail or f"amp-suite: the run ended {ended.outcome}"
 
 
+def _chosen(runs) -> dict:
+    """One run per record id (None for a parent), the same whichever sync asks: where two syncs
+    into a server raced and both created one, the complete one, then the oldest, then the lowest
+    id. The others are left as they are, and no sync adds a third."""
+    chosen: dict = {}
+    for run in sorted(runs, key=_preference):
+        chosen.setdefault(run.data.tags.get(TAG_RECORD), run)
+    return chosen
+
+
+def _preference(run) -> tuple:
+    return run.data.tags.get(TAG_COMPLETE) != "true", run.info.start_time or 0, run.info.run_id
+
+
 def _matrix(invocation: Invocation | None) -> Matrix | None:
     """The invocation's matrix (its parity rule and expectations), if this version can read it."""
     if invocation is None:
@@ -192,16 +209,8 @@ def _matrix(invocation: Invocation | None) -> Matrix | None:
 
 def _report_invocations(folder: Path) -> list[str]:
     """The invocations a folder's report covers (none if it has no readable report)."""
-    try:
-        return json.loads((folder / "report.json").read_text()).get("invocations", [])
-    except (OSError, ValueError, AttributeError):
+    try:  # a plain file of bounded size: a link to /dev/zero would be read forever
+        text = read_limited(folder / "report.json", MAX_REPORT) if is_plain_file(folder / "report.json") else None
+        return json.loads(text or b"{}").get("invocations", [])
+    except (OSError, ValueError, AttributeError):  # ConfigError is a ValueError
         return []
-
-
-def _log_file(directory: RunDirectory, record: CellRecord) -> Path | None:
-    """The cell's log, preferring the copy inside the folder being synced (it may have moved)."""
-    if not record.log_path:
-        return None
-    original = Path(record.log_path)
-    moved = directory.path / "logs" / original.name
-    return moved if moved.is_file() else original if original.is_file() else None
