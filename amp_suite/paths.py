@@ -8,8 +8,10 @@ run written into /dev.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
+import sys
 from pathlib import Path
 
 from amp_suite.errors import ConfigError, shorten
@@ -29,8 +31,8 @@ def shown(path: Path | str) -> str:
 def check_path(path: Path, option: str = "") -> Path:
     """`path` with its symbolic links resolved, or one ConfigError line saying why nothing can
     live there. A path that does not exist (yet) is fine: its callers say what they need of it."""
+    raw = _text_bytes(path, option)
     label = f"{option} {shown(path)}".strip()
-    raw = os.fsencode(path)
     if len(raw) >= PATH_MAX:
         raise ConfigError(f"{label}: {len(raw)} bytes long; paths are limited to {PATH_MAX - 1}")
     if any(len(name) > NAME_MAX for name in raw.split(b"/")):
@@ -44,6 +46,34 @@ def check_path(path: Path, option: str = "") -> Path:
     return resolved
 
 
+def _text_bytes(path: Path, option: str) -> bytes:
+    """The path's bytes, if they are text that reads the same everywhere the suite writes it: MLflow's
+    URIs and the records are UTF-8, and the file system takes names in this Python's encoding. A
+    name that is not UTF-8, or (under an ASCII-only locale) not ASCII, would otherwise be refused
+    by MLflow midway, with the folder half made, or name another folder."""
+    encoding = sys.getfilesystemencoding()
+    try:
+        raw = os.fsencode(path)
+        raw.decode("utf-8").encode(encoding)
+        return raw
+    except UnicodeError:
+        label = f"{option} {shorten(_readable(path), 200)}".strip()
+    if codecs.lookup(encoding).name == "utf-8":
+        raise ConfigError(f"{label}: a name in it is not UTF-8 text, which the MLflow store and the records need")
+    raise ConfigError(
+        f"{label}: this Python reads file names as {encoding} (an ASCII-only locale), which can't name it;"
+        " run under a UTF-8 locale (LANG=C.UTF-8) or with PYTHONUTF8=1"
+    )
+
+
+def _readable(path: Path) -> str:
+    """A path that is not text, shown as far as it is (its other bytes escaped)."""
+    try:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    except UnicodeError:  # text this locale can't encode, e.g. from a URI
+        return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _walk(path: Path, label: str) -> None:
     """Follow the path a name at a time, as far as it exists, to say where it breaks."""
     for prefix in [*reversed(path.parents[:-1]), path] if path.parts else []:
@@ -55,6 +85,13 @@ def _walk(path: Path, label: str) -> None:
             if exc.errno == errno.ELOOP:
                 raise ConfigError(f"{label}: symbolic links loop at {shown(prefix)}") from None
             raise ConfigError(f"{label}: cannot reach {shown(prefix)} ({exc.strerror})") from None
+
+
+def cache_folder() -> Path:
+    """Where the suite keeps what it builds once and reuses (data sets, an empty MLflow store):
+    $XDG_CACHE_HOME/amp-suite, else ~/.cache/amp-suite, beside Hugging Face's and torch's caches,
+    which follow $XDG_CACHE_HOME too."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "amp-suite"
 
 
 def is_folder(path: Path) -> bool:

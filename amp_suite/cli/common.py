@@ -3,8 +3,8 @@ devices, matrices and options that several commands take."""
 
 from __future__ import annotations
 
+import importlib
 import os
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,7 +13,9 @@ import typer
 from rich.console import Console
 
 from amp_suite.analysis.outcome import ExitCode
+from amp_suite.cli.terminal import TerminalStream, settle_terminal_size
 from amp_suite.config import ConfigError
+from amp_suite.errors import shorten
 from amp_suite.text import printable
 from amp_suite.tracking.uri import mask_credentials
 
@@ -24,20 +26,23 @@ app = typer.Typer(
 )
 
 
-def _width(stream) -> int | None:
+def _width(stream: TerminalStream) -> int | None:
     """The terminal's width (None: rich asks it, or takes COLUMNS); 200 for logs and CI, which are not
     terminals and where rich would otherwise squeeze the summary table into 80 columns."""
     return None if stream.isatty() or os.environ.get("COLUMNS", "").isdigit() else 200
 
 
-console = Console(width=_width(sys.stdout), emoji=False)  # ":x:" in a path stays ":x:"
-errors = Console(stderr=True, width=_width(sys.stderr), emoji=False)
+settle_terminal_size()  # before any console reads COLUMNS
+output, error_output = TerminalStream("stdout"), TerminalStream("stderr")
+console = Console(file=output, width=_width(output), emoji=False)  # ":x:" in a path stays ":x:"
+errors = Console(file=error_output, width=_width(error_output), emoji=False)
 
 # A wheel carries the matrices inside the package; a source checkout has them beside it.
 PACKAGED_EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 EXPERIMENTS_DIR = (
     PACKAGED_EXPERIMENTS if PACKAGED_EXPERIMENTS.is_dir() else PACKAGED_EXPERIMENTS.parent.parent / "experiments"
 )
+MAX_USAGE_LINE = 300  # a usage error quotes the value given, whatever its length
 # MLflow's HTTP defaults retry for ~4 minutes per call; a run would sit through that on every
 # call to a dead server. Users can still set their own values.
 MLFLOW_HTTP_DEFAULTS = {
@@ -61,6 +66,29 @@ def fail(message: str, code: int = ExitCode.BAD_INPUT) -> typer.Exit:
     line = mask_credentials(" ".join(printable(message).split()))
     errors.print(f"amp-suite: error: {line}", highlight=False, markup=False, soft_wrap=True)
     return typer.Exit(int(code))
+
+
+def click_errors():
+    """The exceptions of the click that Typer runs on: its own copy since Typer 0.2x, click before."""
+    return importlib.import_module(typer.BadParameter.__module__)
+
+
+def usage_error(exc) -> typer.Exit:
+    """Click's usage error (its "Usage:" lines, a box around the reason) as one bounded line."""
+    reason = exc.format_message().replace("Value error, ", "").rstrip(".")  # how Typer words a choice that is not one
+    context = getattr(exc, "ctx", None)
+    command = context.command_path if context is not None else "amp-suite"
+    return fail(f"{shorten(reason, MAX_USAGE_LINE)} (see {command} --help)", exc.exit_code)
+
+
+def ended(code: int) -> int:
+    """The exit code, once the command's words are out: where stdout failed, one line on stderr and
+    exit 5 (WRITE_FAILED) in place of a 0; a code that already says something went wrong is kept."""
+    reason = output.lost_reason()
+    if reason is None:
+        return code
+    fail(f"the output could not be written to stdout ({reason}); what the command wrote to files is unaffected")
+    return code or int(ExitCode.WRITE_FAILED)
 
 
 def say(message: str) -> None:
@@ -130,8 +158,21 @@ MatrixOption = Annotated[
         help=f"Matrix YAML, or a shipped matrix's name ({SHIPPED_MATRICES}) [default: default on CUDA, else smoke]"
     ),
 ]
+
+
+def folder(value: str | Path) -> Path:
+    """A folder option's value. An empty one is refused: Path("") is the working directory, which
+    would then take a run's or a report's files unasked (`.` says so when meant)."""
+    if str(value) == "":
+        raise typer.BadParameter("empty; give a folder (. for the working directory)")
+    return Path(value)
+
+
 OutOption = Annotated[
-    Path, typer.Option(envvar="AMP_SUITE_OUT", help="Folder for results.jsonl, logs and the embedded MLflow store.")
+    Path,
+    typer.Option(
+        envvar="AMP_SUITE_OUT", parser=folder, help="Folder for results.jsonl, logs and the embedded MLflow store."
+    ),
 ]
 TrackingOption = Annotated[
     Optional[str], typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow server [default: sqlite:///<out>/mlflow.db]")

@@ -11,6 +11,7 @@ import json
 import logging
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from amp_suite.config import ConfigError, Matrix, describe_validation_error
 from amp_suite.config.workloads import CustomConfig, HfConfig, TimmConfig, TorchvisionConfig
+from amp_suite.paths import cache_folder, shown
 
 # --model's matrix: every mode the article compares, one seed, short enough to answer in minutes.
 MODEL_MATRIX = {
@@ -42,9 +44,27 @@ def model_matrix(entry: str) -> tuple[Matrix, str]:
 
 def check_workloads(matrix: Matrix) -> None:
     """Every problem a cell would only meet later, as one ConfigError line (exit 2)."""
+    check_data_cache(matrix)
     check_model_names(matrix)
     check_hf_models(matrix)
     check_entries(matrix)
+
+
+def check_data_cache(matrix: Matrix) -> None:
+    """The cache where cells keep the data sets they build (amp_suite.data.sources) can be written:
+    a read-only HOME is one line here, not the same failure in every cell. A user's entry brings
+    its own data, and needs none."""
+    if all(workload.data.source == "entry" for workload in matrix.workloads):
+        return
+    folder = cache_folder() / "datasets"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()  # os.access can't see a read-only file system as root
+    except OSError as exc:
+        raise ConfigError(
+            f"the cache {shown(folder)}, where cells keep the data sets they build, can't be written"
+            f" ({exc.strerror or exc}); set XDG_CACHE_HOME to a folder that can be"
+        ) from None
 
 
 def check_model_names(matrix: Matrix) -> None:

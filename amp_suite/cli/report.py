@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from amp_suite.analysis.outcome import ExitCode
-from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, console, fail, say, split_names, warn
+from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, console, fail, folder, say, split_names, warn
 from amp_suite.config import ConfigError
 from amp_suite.config.precisions import SPEED_BASELINES
 from amp_suite.paths import is_folder, shown
@@ -31,7 +31,8 @@ def report(
         ),
     ],
     out: Annotated[
-        Optional[Path], typer.Option(help="Folder for the report [default: <the run folder>/report, else ./report]")
+        Optional[Path],
+        typer.Option(parser=folder, help="Folder for the report [default: <the run folder>/report, else ./report]"),
     ] = None,
     formats: Annotated[str, typer.Option("--format", help="Comma-separated: html, md, json.")] = "html,md,json",
     baseline: Annotated[

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from amp_suite.analysis.outcome import ExitCode
-from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, errors, fail, say, warn
+from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, errors, fail, folder, say, warn
 from amp_suite.config import ConfigError
 from amp_suite.paths import check_path, is_file, shown
 from amp_suite.records.rundir import RunDirectory, append_to
@@ -19,7 +19,9 @@ from amp_suite.tracking.uri import check_tracking_store, embedded_store_uri
 
 @app.command()
 def sync(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders (each with results.jsonl).", show_default=False)],
+    run_dirs: Annotated[
+        list[Path], typer.Argument(parser=folder, help="Run folders (each with results.jsonl).", show_default=False)
+    ],
     tracking_uri: Annotated[
         Optional[str],
         typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow store [default: each folder's own mlflow.db]"),
@@ -82,9 +84,9 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
 
 @app.command()
 def ui(
-    out: Annotated[Path, typer.Option(envvar="AMP_SUITE_OUT", help="The --out folder of an earlier run.")] = Path(
-        "runs"
-    ),
+    out: Annotated[
+        Path, typer.Option(envvar="AMP_SUITE_OUT", parser=folder, help="The --out folder of an earlier run.")
+    ] = Path("runs"),
     host: Annotated[str, typer.Option(help="Interface to bind; keep 127.0.0.1 unless behind auth.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port for the UI.")] = 5000,
 ) -> None:

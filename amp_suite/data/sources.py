@@ -22,10 +22,11 @@ import numpy as np
 
 from amp_suite.config import DataConfig
 from amp_suite.data.text import UnusableText, read_text
+from amp_suite.paths import cache_folder
 
 datasets.disable_progress_bars()  # cells log to files; bars only clutter them
 
-DEFAULT_CACHE = Path.home() / ".cache" / "amp-suite" / "datasets"
+DEFAULT_CACHE = cache_folder() / "datasets"
 SPLIT_SEED = 0  # the validation split never depends on the run's seed
 CACHE_VERSION = 1  # bump when a generator changes, so stale caches are not reused
 

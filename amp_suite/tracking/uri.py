@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -35,14 +36,35 @@ DRIVER_PACKAGES = {
     "mysql": "mysql-connector-python", "pyodbc": "pyodbc", "pymssql": "pymssql", "pg8000": "pg8000",
 }  # fmt: skip
 
-# user:password@ (the password may hold '@' or ':') or a token alone (token@), after any scheme.
-_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?:(?P<user>[^/@:\s]*):[^/\s]*|[^/@:\s]+)@")
+# user:password@ (the password may hold '@' or ':') or a token alone (token@), after "://". The
+# scheme before it is checked apart (_follows_scheme): matched as a prefix, [A-Za-z][A-Za-z0-9+.-]*
+# would be tried from every letter of a long word, and refusing a 100,000-character URI took
+# seconds; this way each character is looked at a bounded number of times.
+_CREDENTIALS = re.compile(r"://(?:(?P<user>[^/@:\s]*):[^/\s]*|[^/@:\s]+)@")
+_SCHEME_CHARACTERS = frozenset(string.ascii_letters + string.digits + "+.-")
 
 
 def mask_credentials(text: str) -> str:
     """`scheme://user:secret@host` becomes `scheme://user:***@host` and `scheme://token@host`
     becomes `scheme://***@host`, wherever they appear in text."""
-    return _CREDENTIALS.sub(lambda m: m["scheme"] + ("***@" if m["user"] is None else f"{m['user']}:***@"), text)
+
+    def masked(found: re.Match) -> str:
+        if not _follows_scheme(text, found.start()):
+            return found[0]
+        return "://" + ("***@" if found["user"] is None else f"{found['user']}:***@")
+
+    return _CREDENTIALS.sub(masked, text)
+
+
+def _follows_scheme(text: str, end: int) -> bool:
+    """Whether text[:end] ends with a URI scheme: a letter, then letters, digits, '+', '.' or '-'.
+    The characters walked back over are a scheme's, which no other match's can be (no ':' or '/')."""
+    index = end - 1
+    while index >= 0 and text[index] in _SCHEME_CHARACTERS:
+        if text[index] in string.ascii_letters:
+            return True
+        index -= 1
+    return False
 
 
 def mask_uri(uri: str) -> str:
@@ -113,6 +135,8 @@ def is_server(uri: str) -> bool:
 
 
 def scheme_of(uri: str) -> str:
+    if uri.lower() == "databricks":  # MLflow's name for the workspace its Databricks configuration names
+        return "databricks"
     return urlsplit(uri).scheme.lower().split("+", 1)[0]
 
 
