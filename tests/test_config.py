@@ -214,6 +214,20 @@ def test_aliases_within_the_limit_still_work(tmp_path):
     assert [w.name for w in load_matrix(path).workloads] == ["a", "b"]
 
 
+def test_numbers_read_as_users_write_them_though_the_schema_is_strict(tmp_path):
+    """YAML 1.1 reads `1e-3` as a string; a strict schema would refuse it where a rate goes."""
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "name: tiny\nsteps: 4\nprecisions: [fp32]\nmax_grad_norm: 1e1\nworkloads:\n"
+        "  - {workload: mlp, hidden: 32, batch_sizes: [8], samples: 64, lr: 3e-4}\n"
+    )
+    matrix = load_matrix(path)
+    assert (matrix.workloads[0].lr, matrix.max_grad_norm) == (3e-4, 10.0)
+    path.write_text(path.read_text().replace("steps: 4", "steps: 4e0"))  # a count stays a whole number
+    with pytest.raises(ConfigError, match="steps: Input should be a valid integer"):
+        load_matrix(path)
+
+
 @pytest.mark.parametrize("workloads, precisions, expected", [
     ([], None, "--workloads: empty"),
     (None, ["fp32", "fp32"], "--precisions: names repeat"),

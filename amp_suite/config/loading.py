@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -83,6 +84,16 @@ class _BoundedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+
+# YAML 1.1, which PyYAML reads, takes `1e-3` for a string: a float needs a dot there. YAML 1.2 and
+# every user who writes `lr: 1e-3` take it for a number; with the schema strict, a string would be
+# refused where a number goes. Floats are read as YAML 1.2 reads them (a dot or an exponent).
+_BoundedLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 def _check_expanded(root: yaml.Node) -> None:
