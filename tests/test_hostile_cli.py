@@ -208,6 +208,7 @@ def test_an_empty_out_is_refused(finished, tmp_path):
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(MATRIX))
     done = amp_suite("run", "--matrix", "m.yaml", "--out", "", *CPU, cwd=tmp_path)
     _one_line_error(done, "--out")
-    for command in (("sync", ""), ("ui", "--out", "")):  # the folder a run reads is never the working directory unasked
+    # Nor is a folder to read: `summary ''` read the working directory's records.
+    for command in (("sync", ""), ("ui", "--out", ""), ("summary", ""), ("report", "", "--out", "r")):
         _one_line_error(amp_suite(*command, cwd=tmp_path), "empty")
     assert sorted(os.listdir(finished)) == before and sorted(os.listdir(tmp_path)) == ["m.yaml"]

@@ -168,6 +168,14 @@ def folder(value: str | Path) -> Path:
     return Path(value)
 
 
+def source(value: str) -> str:
+    """A run folder, results.jsonl or experiment to read. An empty one is refused: as a path it is
+    the working directory, whose records would be read unasked."""
+    if value == "":
+        raise typer.BadParameter("empty; give a run folder (. for the working directory)")
+    return value
+
+
 OutOption = Annotated[
     Path,
     typer.Option(

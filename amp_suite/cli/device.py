@@ -60,16 +60,16 @@ def inspect(
     """Run one training step and show, per aten op, the dtypes autocast actually used."""
     import json
 
-    from amp_suite.cell.run import audit_cell
     from amp_suite.cli.display import print_audit
     from amp_suite.config import CellSpec
     from amp_suite.execution.batch_search import START as SMALL_BATCH
 
-    try:
-        resolved = resolve_device(device)
+    try:  # a matrix given is checked before torch loads (to look for a GPU): bad input costs no import
         if precision not in PRECISIONS:
             raise ConfigError(f"--precision: unknown {precision[:40]!r}; choose from {list(PRECISIONS)}")
-        loaded = load_matrix(resolve_matrix(matrix) if matrix is not None else default_matrix(resolved))
+        given = load_matrix(resolve_matrix(matrix)) if matrix is not None else None
+        resolved = resolve_device(device)
+        loaded = given or load_matrix(default_matrix(resolved))
         names = [w.name for w in loaded.workloads]
         if workload not in names:
             raise ConfigError(f"--workload: unknown {workload[:40]!r}; this matrix has {names}")
@@ -82,6 +82,8 @@ def inspect(
         matrix=chosen.name, workload=config, precision=precision, batch_size=batch, seed=chosen.seed,
         steps=1, warmup_steps=1, max_grad_norm=chosen.max_grad_norm, device=resolved, force=True,
     )  # fmt: skip
+    from amp_suite.cell.run import audit_cell  # torch, in this process: the step runs here
+
     audit = {"workload": config.name, "device": resolved, **audit_cell(spec)}
     if json_output:
         console.print_json(json.dumps(audit))

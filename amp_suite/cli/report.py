@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from amp_suite.analysis.outcome import ExitCode
-from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, console, fail, folder, say, split_names, warn
+from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, console, fail, folder, say, source, split_names, warn
 from amp_suite.config import ConfigError
 from amp_suite.config.precisions import SPEED_BASELINES
 from amp_suite.paths import is_folder, shown
@@ -25,6 +25,7 @@ def report(
     sources: Annotated[
         list[str],
         typer.Argument(
+            parser=source,
             help="Run folders, results.jsonl files, or MLflow experiment names (with --tracking-uri).",
             show_default=False,
             metavar="SOURCE...",
@@ -105,7 +106,9 @@ def report(
 def summary(
     sources: Annotated[
         list[str],
-        typer.Argument(help="Run folders or results.jsonl files.", show_default=False, metavar="RUN_DIR..."),
+        typer.Argument(
+            parser=source, help="Run folders or results.jsonl files.", show_default=False, metavar="RUN_DIR..."
+        ),
     ],
 ) -> None:
     """Reprint the summary tables and the answer from the records, at the terminal's width.

@@ -70,6 +70,10 @@ SOURCE_TAGS = {"mlflow.source.name": "amp-suite", "mlflow.source.type": "LOCAL",
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits
 MAX_TAGS_PER_CALL = 100
 MAX_TAG_LENGTH = 5000  # what every MLflow backend keeps of a tag's value
+# Points of a per-step curve logged as a metric's history. A store takes ~10,000 rows a second,
+# so a 1,000,000-step cell's curves took minutes to log; the UI's charts draw a sample of a few
+# hundred points anyway. Every point stays in the run's record.json and in results.jsonl.
+MAX_CHARTED_POINTS = 10_000
 
 
 class MlflowStore:
@@ -178,8 +182,8 @@ class MlflowStore:
         if throughput is not None:  # in the unit the report gives it, the unit in its name: throughput_tokens_per_s
             metrics = [m for m in metrics if m[0] != "throughput"] + [(throughput_metric(unit), throughput, 0)]
         metrics += [(key, value, 0) for key, value in record.val_metrics.items() if key not in METRIC_FIELDS]
-        metrics += [("train_loss", loss, record.warmup_steps + i) for i, loss in enumerate(record.loss_curve)]
-        metrics += [("loss_scale_series", scale, step) for step, scale in enumerate(record.loss_scale_curve)]
+        metrics += [("train_loss", loss, record.warmup_steps + i) for i, loss in _charted(record.loss_curve)]
+        metrics += [("loss_scale_series", scale, step) for step, scale in _charted(record.loss_scale_curve)]
         # Time to target: the validation metric at each evaluation, charted against the step.
         metrics += [(f"{record.val_metric_name}_curve", p.metric, p.step) for p in record.eval_curve]
         tags: dict[str, Any] = {"status": record.status, "reason": record.reason or "", "cell_id": record.cell_id}
@@ -429,6 +433,15 @@ def cell_params(record: CellRecord) -> dict[str, Any]:
 def _stamp(iso: str) -> str:
     """2026-11-30T16:47:59+00:00 -> 20261130-164759 (UTC, sortable)."""
     return iso[:19].replace("-", "").replace(":", "").replace("T", "-")
+
+
+def _charted(curve: Sequence[float]) -> Iterator[tuple[int, float]]:
+    """(step, value) of MAX_CHARTED_POINTS of the curve at most, evenly strided, and its last point."""
+    stride = max(1, -(-len(curve) // MAX_CHARTED_POINTS))  # ceiling: a curve within the bound is logged whole
+    steps = range(0, len(curve), stride)
+    if steps and steps[-1] != len(curve) - 1:
+        steps = [*steps, len(curve) - 1]
+    return ((step, curve[step]) for step in steps)
 
 
 def _millis(iso: str) -> int:
