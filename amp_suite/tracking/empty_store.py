@@ -26,14 +26,14 @@ from typing import BinaryIO
 
 from amp_suite.errors import ConfigError
 from amp_suite.files import read_limited
+from amp_suite.paths import cache_folder
 
 logger = logging.getLogger(__name__)
 MAX_TEMPLATE = 16 << 20  # an empty store is about 1 MB; a larger cache file is no empty store
 
 
 def cached_empty_store() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "amp-suite" / f"mlflow-{metadata.version('mlflow')}-empty.db"
+    return cache_folder() / f"mlflow-{metadata.version('mlflow')}-empty.db"
 
 
 def seed(handle: BinaryIO, database: Path) -> bool:
