@@ -10,7 +10,7 @@ for a random 0.2-1.5 s, then all off for as long, until the busy runs end (and a
 seconds in any case).
 
     python scripts/busy_machine.py                      # 3 quiet runs, 5 busy ones: about 1.5 minutes on 2 cores
-    python scripts/busy_machine.py --quiet 2 --busy 2   # what tests/test_busy_machine.py runs
+    python scripts/busy_machine.py --quiet 2 --busy 2   # what tests/e2e/test_busy_machine.py runs
     PYTHONPATH=/path/to/other/checkout python scripts/busy_machine.py   # another version of the suite
 """
 

@@ -8,8 +8,8 @@ the summary can't read crashes in CI instead.
     python scripts/gpu_check_rehearsal.py experiments/gpu-check.yaml OUT.yaml
 
 What it can't rehearse is what only the GPU has: CUDA's kernels and their shape rules (the fp8 one
-has a test of its own, tests/test_fp8.py), NVML, the allocator's real out-of-memory errors and the
-placement of cells on GPUs (`--gpus`; tests/test_scheduler.py covers it with stand-in GPUs).
+has a test of its own, tests/unit/cell/test_fp8.py), NVML, the allocator's real out-of-memory errors and the
+placement of cells on GPUs (`--gpus`; tests/unit/execution/test_scheduler.py covers it with stand-in GPUs).
 """
 
 from __future__ import annotations

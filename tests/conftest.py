@@ -22,7 +22,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # Files whose module-scoped fixtures run real matrices: with `make test`'s
 # workers (pytest-xdist, --dist loadgroup) each such file stays on one worker, so its fixtures run once.
 SHARED_FIXTURES = {
-    "test_hostile_files.py", "test_hostile_text.py", "test_deploy.py", "test_cli_integration.py",
+    "test_hostile_files.py", "test_hostile_text.py", "test_deploy.py", "test_cli.py",
     "test_reliability.py", "test_tracking_server.py",
 }  # fmt: skip
 # `make test` runs these after the rest, on their own: a local Ray cluster's scheduling waits time
@@ -204,3 +204,21 @@ def mlflow_server(tmp_path_factory):
     server = MlflowServer(tmp_path_factory.mktemp("server"))
     yield server
     server.kill()
+
+
+@pytest.fixture
+def small_mount(tmp_path):
+    """A tmpfs of `size` (root mounts it; CI runs as root) at a path inside tmp_path."""
+    mounted = []
+
+    def mount(path: Path, size: str) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in mounted:
+        subprocess.run(["umount", "-l", str(path)], check=False)

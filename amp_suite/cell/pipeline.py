@@ -207,7 +207,7 @@ def step_diagnostics(
     part = len(head[0])
     # Every op FlopCounterMode counts (matmuls, convolutions, attention over a fixed sequence length)
     # does the same work per sample, so the batch's FLOPs are exactly the micro-batch's times
-    # size / part (tests/test_cell.py checks the MLP, ResNet and GPT-2 against full-batch counts).
+    # size / part (tests/unit/cell/test_pipeline.py checks the MLP, ResNet and GPT-2 against full-batch counts).
     # The share of the arithmetic in them is the micro-batch's: the other ops' elements grow with the
     # batch too, all but the per-parameter ones (bias and norm gradients), a sliver of the step.
     counted = model if as_written is None else as_written

@@ -3,7 +3,7 @@
 until it is freed, and past DEVICE_BYTES an allocation raises CUDA's out-of-memory error. The batch
 search (`batch_sizes: [auto]`) then meets a real torch.OutOfMemoryError, as on a GPU, and autocast's
 half-width activations fit a larger batch, as on a GPU. The device also claims bf16 support, so bf16
-probes run. Used by tests/test_batch_search.py and by `scripts/gpu-check.sh --rehearse`.
+probes run. Used by tests/unit/execution/test_batch_search.py and by `scripts/gpu-check.sh --rehearse`.
 """
 
 import os

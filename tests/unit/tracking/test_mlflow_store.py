@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import amp_suite
+from conftest import REPO, amp_suite
 
 from amp_suite.config import ConfigError
 from amp_suite.signals import STOP_SIGNALS, Stopped, stop_on_signals
@@ -175,7 +175,7 @@ def test_a_new_store_starts_from_the_empty_one_mlflow_made_first_and_is_a_whole_
     of their own; an unwritable cache changes nothing but the time."""
     from mlflow import MlflowClient
 
-    fixture = Path(__file__).parent / "fixtures" / "results-2026-12-01.jsonl"
+    fixture = REPO / "tests" / "fixtures" / "results-2026-12-01.jsonl"
     cache = tmp_path / "cache"
     env = {"XDG_CACHE_HOME": str(cache)}
     for name in ("first", "second"):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import amp_suite, cli_env, embedded, runs_in, tiny_matrix
-from test_bad_input import assert_refused, run_measured
+from support.refusals import assert_refused, run_measured
 
 from amp_suite.tracking.uri import mask_credentials
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import amp_suite, read_records, runs_in, tiny_matrix
-from test_bad_input import assert_refused, run_measured
+from support.refusals import assert_refused, run_measured
 
 pytestmark = pytest.mark.slow
 

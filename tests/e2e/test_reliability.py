@@ -195,7 +195,7 @@ def test_out_of_memory_is_recorded_as_oom_and_the_next_cell_runs(troubled):
     oom = records["big", "fp32"]
     assert oom["reason"].startswith("out of memory at batch 16: OutOfMemoryError: CUDA out of memory.")
     # It ran out in its warmup, before bf16 started beside it (cells start one at a time): nothing
-    # else held the device, so the oom is its own, not run again (tests/test_side_by_side.py).
+    # else held the device, so the oom is its own, not run again (tests/unit/execution/test_side_by_side.py).
     assert oom["ran_alone"] is None
     assert oom["device_memory_mb"] is None  # a CPU has no device memory to report
     assert _statuses(troubled.out, "troubled")["big/bs16/seed0/fp32"] == "FAILED"

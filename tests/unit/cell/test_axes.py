@@ -134,7 +134,7 @@ def test_compile_without_a_cpp_compiler_is_skipped_with_the_reason(monkeypatch):
 def test_compiled_cells_without_a_cpp_compiler_are_skipped_through_the_cli_and_eager_ones_run(tmp_path):
     """With no C++ compiler on PATH the compiled cells are skipped with the reason, not failed, and
     the eager cells beside them run. (Compiled cells that run, with their mode and warmup: the
-    smoke matrix, tests/test_smoke.py; each compile costs tens of seconds on this CPU.)"""
+    smoke matrix, tests/e2e/test_smoke.py; each compile costs tens of seconds on this CPU.)"""
     no_compiler = {"PATH": os.path.dirname(os.sys.executable) + ":/nonexistent", "CXX": ""}
     if any(os.access(os.path.join(os.path.dirname(os.sys.executable), name), os.X_OK) for name in ("g++", "c++")):
         pytest.skip("a C++ compiler sits next to the Python interpreter")

@@ -1,6 +1,6 @@
 """The T5 seq2seq workload (issue 25's t5-base, at toy size here): source and target cut from one
 block, one step under every mode this CPU runs; the shipped smoke matrix runs it through the CLI
-(tests/test_smoke.py)."""
+(tests/e2e/test_smoke.py)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import amp_suite, free_port, start_amp_suite, tiny_matrix
-from test_bad_input import assert_refused, run_measured
-from test_hostile_files import small_mount  # noqa: F401  (a fixture)
+from support.refusals import assert_refused, run_measured
 
 pytestmark = pytest.mark.slow
 

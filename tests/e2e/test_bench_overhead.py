@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_overhead.py"
+SCRIPT = REPO / "scripts" / "bench_overhead.py"
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import amp_suite, free_port, runs_in, tiny_matrix
-from test_bad_input import assert_refused, run_measured
+from support.refusals import assert_refused, run_measured
 
 from amp_suite.config import ConfigError
 from amp_suite.tracking.uri import check_tracking_uri, embedded_store_uri, mask_credentials

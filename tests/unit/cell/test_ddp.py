@@ -179,7 +179,7 @@ def _ddp_cell(world: int, **overrides):
 def test_a_ddp_cells_mfu_is_a_fraction_of_every_ranks_peak(monkeypatch):
     """A DDP cell's TFLOP/s are its ranks' together, so MFU divides by world size x one GPU's peak.
     A CPU has no peak: the cell runs here as if on an H100 (its caps faked) with its measurement
-    stood in for; only a GPU shows the ranks' own figures end to end (tests/test_gpu.py)."""
+    stood in for; only a GPU shows the ranks' own figures end to end (tests/e2e/test_gpu.py)."""
     h100 = "NVIDIA H100 80GB HBM3"
     peak = peak_tflops(h100, "fp32")
     assert peak  # the table knows this GPU, or there is nothing to divide by

@@ -25,7 +25,7 @@ from conftest import (
     tiny_matrix,
     wait_for,
 )
-from test_bad_input import assert_refused, run_measured
+from support.refusals import assert_refused, run_measured
 
 pytestmark = pytest.mark.slow
 
@@ -249,24 +249,6 @@ def _group_of(leaders: list[int]) -> list[int]:
     done = subprocess.run(["ps", "-e", "-o", "pid=,pgid="], capture_output=True, text=True)
     pairs = [tuple(int(field) for field in line.split()) for line in done.stdout.splitlines() if line.strip()]
     return [pid for pid, group in pairs if group in leaders]
-
-
-@pytest.fixture
-def small_mount(tmp_path):
-    """A tmpfs of `size` (root mounts it; CI runs as root) at a path inside tmp_path."""
-    mounted = []
-
-    def mount(path: Path, size: str) -> Path:
-        path.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
-        mounted.append(path)
-        return path
-
-    yield mount
-    for path in mounted:
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def test_a_report_the_disk_cannot_hold_is_not_announced_and_fails_its_run(tmp_path, small_mount):

@@ -1,6 +1,6 @@
 """The BERT masked-LM workload (issue 25's BERT-large, at toy size here): static masking every
 precision shares, one step under every mode this CPU runs; the shipped smoke matrix runs it through the CLI
-(tests/test_smoke.py)."""
+(tests/e2e/test_smoke.py)."""
 
 from __future__ import annotations
 

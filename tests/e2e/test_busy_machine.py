@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "busy_machine.py"
+SCRIPT = REPO / "scripts" / "busy_machine.py"
 
 
 @pytest.mark.slow

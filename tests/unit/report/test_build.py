@@ -6,75 +6,18 @@ FIXTURES: every GPU record here is made up to exercise the logic (its host is na
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 import statistics
 
 import pytest
 from scipy import stats
+from support.fixture_records import A100, CPU, FIXTURE_IDS, MLP, STEADY, V100, records, rn50, three
 
-from amp_suite.config import Matrix, ParityConfig
 from amp_suite.hardware.machine import Machine
 from amp_suite.records.results import CellRecord
 from amp_suite.report import build_report, load_references
 from amp_suite.report.references import Reference
-
-A100 = Machine(
-    device_type="cuda", device_name="NVIDIA A100-SXM4-80GB", compute_capability="8.0", driver="550.54",
-    cuda="12.8", torch="2.14.1", host="fixture-a100", tensor_cores=True, fast_fp16=True, fast_bf16=True, tf32=True,
-)  # fmt: skip
-V100 = Machine(
-    device_type="cuda", device_name="Tesla V100-SXM2-16GB", compute_capability="7.0", driver="550.54",
-    cuda="12.8", torch="2.14.1", host="fixture-v100", tensor_cores=True, fast_fp16=True, fast_bf16=False, tf32=False,
-)  # fmt: skip
-CPU = Machine(
-    device_type="cpu", device_name="Fixture CPU", torch="2.14.1", host="fixture-cpu",
-    tensor_cores=False, fast_fp16=False, fast_bf16=True, tf32=False,
-)  # fmt: skip
-_ids = itertools.count()
-
-
-def rn50(channels_last: bool, batch: int = 256, label: str | None = None) -> dict:
-    return {
-        "workload": "resnet", "label": label or ("rn50-nhwc" if channels_last else "rn50-nchw"), "arch": "resnet50",
-        "image_size": 224, "num_classes": 1000, "channels_last": channels_last, "batch_sizes": [batch],
-        "samples": 512, "data": {"source": "synthetic"},
-    }  # fmt: skip
-
-
-MLP = {"workload": "mlp", "hidden": 32, "depth": 2, "batch_sizes": [64], "samples": 256}
-STEADY = (0.99, 1.01, 1.0, 0.995, 1.005, 1.0)  # six windows of a quiet machine's timed steps, relative
-
-
-def records(machine: Machine, workload: dict, results: dict[str, list[tuple[float, float]]], **extra) -> list:
-    """FIXTURE records: precision -> [(throughput in samples/s, validation accuracy) per seed], each
-    with six windows around its throughput (`windows=`: their factors; STEADY by default)."""
-    repeats = max(len(seeds) for seeds in results.values())
-    spec = {"name": "fixture", "steps": 10, "repeats": repeats, "precisions": list(results), "workloads": [workload]}
-    cells = Matrix.model_validate(spec).cells(machine.device_type, force=True)
-    made = []
-    for cell in cells:
-        seeds = results[cell.precision]
-        if cell.seed >= len(seeds):
-            continue
-        throughput, accuracy = seeds[cell.seed]
-        made.append(
-            CellRecord.for_spec(
-                cell, "ok", record_id=f"fixture-{next(_ids)}", machine=machine, parity_rule=ParityConfig(),
-                throughput=throughput, step_time_ms_p50=1000 * cell.batch_size / throughput,
-                throughput_windows=[throughput * f for f in extra.get("windows", STEADY)],
-                val_metric=accuracy, val_metric_name="val_accuracy",
-                val_higher_is_better=True, peak_memory_mb=extra.get("memory", {}).get(cell.precision, 1000.0),
-                grad_underflow_fraction=extra.get("underflow"), matmul_flop_share=extra.get("share"),
-            )  # fmt: skip
-        )
-    return made
-
-
-def three(throughput: float, accuracy: float = 0.9) -> list[tuple[float, float]]:
-    """Three seeds with a little spread, so parity has a noise floor and speedups an interval."""
-    return [(throughput * f, accuracy + d) for f, d in ((0.99, -0.002), (1.0, 0.0), (1.01, 0.002))]
 
 
 def reference(**overrides) -> Reference:
@@ -228,7 +171,7 @@ def test_each_transformer_reference_finds_its_pair_of_cells_in_the_shipped_matri
     cells = load_matrix(EXPERIMENTS / "transformer-references.yaml").cells("cuda")
     made = [  # FIXTURE throughputs: only whether each reference finds its pair of runs is checked
         CellRecord.for_spec(cell, "ok", machine=machine, throughput=1000.0 + cell.batch_size,
-                            record_id=f"fixture-{next(_ids)}")  # fmt: skip
+                            record_id=f"fixture-{next(FIXTURE_IDS)}")  # fmt: skip
         for machine in TRANSFORMER_GPUS.values()
         for cell in cells
     ]
@@ -247,7 +190,7 @@ def test_each_transformer_reference_finds_its_pair_of_cells_in_the_shipped_matri
         if reference.metric == "speedup":  # both sides at their own batch sizes: (1000 + b) / (1000 + b')
             baseline_batch = reference.baseline_config.get("batch_size", reference.config["batch_size"])
             assert result.measured == pytest.approx((1000 + reference.config["batch_size"]) / (1000 + baseline_batch))
-    on_cpu = [CellRecord.for_spec(cell, "ok", machine=CPU, throughput=10.0, record_id=f"fixture-{next(_ids)}")
+    on_cpu = [CellRecord.for_spec(cell, "ok", machine=CPU, throughput=10.0, record_id=f"fixture-{next(FIXTURE_IDS)}")
               for cell in load_matrix(EXPERIMENTS / "transformer-references.yaml").cells("cpu")]  # fmt: skip
     unmatched = build_report(on_cpu, published)
     assert {r.verdict for r in unmatched.references} == {"no matching run"}
@@ -418,7 +361,7 @@ def test_the_nvidia_matrix_runs_the_configuration_every_shipped_resnet_figure_wa
 
     cells = load_matrix(EXPERIMENTS / "nvidia-resnet50.yaml").cells("cuda")
     made = [  # FIXTURE throughputs: only whether each reference finds its pair of runs is checked
-        CellRecord.for_spec(cell, "ok", machine=machine, throughput=1000.0, record_id=f"fixture-{next(_ids)}")
+        CellRecord.for_spec(cell, "ok", machine=machine, throughput=1000.0, record_id=f"fixture-{next(FIXTURE_IDS)}")
         for machine in (A100, V100)
         for cell in cells
     ]

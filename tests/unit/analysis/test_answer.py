@@ -6,7 +6,7 @@ measurement.
 
 from __future__ import annotations
 
-from test_report import A100, CPU, MLP, records, three
+from support.fixture_records import A100, CPU, MLP, records, three
 
 from amp_suite.records.results import EvalPoint
 from amp_suite.report import build_report
