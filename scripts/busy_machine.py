@@ -76,7 +76,8 @@ def run_once(matrix: Path, out: Path) -> Answer:
     (answer,) = report["answer"]
     row = next(r for r in report["rows"] if r["precision"] == "bf16")
     verdict = answer.get("verdict") or ("stay" if answer["mode"] == "fp32" else "recommended")
-    return Answer(answer["mode"], verdict, row.get("speedup"), answer["sentence"])
+    speedup = row["speedups"].get("fp32")  # a Ratio: value, interval, seeds
+    return Answer(answer["mode"], verdict, speedup and speedup["value"], answer["sentence"])
 
 
 class Hog:

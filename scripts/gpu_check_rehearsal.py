@@ -8,7 +8,7 @@ the summary can't read crashes in CI instead.
     python scripts/gpu_check_rehearsal.py experiments/gpu-check.yaml OUT.yaml
 
 What it can't rehearse is what only the GPU has: CUDA's kernels and their shape rules (the fp8 one
-has a test of its own, tests/unit/cell/test_fp8.py), NVML, the allocator's real out-of-memory errors and the
+has a test of its own, tests/unit/cell/test_precision_fp8.py), NVML, the allocator's real out-of-memory errors and the
 placement of cells on GPUs (`--gpus`; tests/unit/execution/test_scheduler.py covers it with stand-in GPUs).
 """
 

@@ -22,8 +22,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # Files whose module-scoped fixtures run real matrices: with `make test`'s
 # workers (pytest-xdist, --dist loadgroup) each such file stays on one worker, so its fixtures run once.
 SHARED_FIXTURES = {
-    "test_hostile_files.py", "test_hostile_text.py", "test_deploy.py", "test_cli.py",
-    "test_reliability.py", "test_tracking_server.py",
+    "test_hostile_files.py", "test_hostile_text.py", "test_hostile_readers.py", "test_hostile_cli.py",
+    "test_hostile_stores.py", "test_deploy.py", "test_cli.py", "test_reliability.py", "test_tracking_server.py",
 }  # fmt: skip
 # `make test` runs these after the rest, on their own: a local Ray cluster's scheduling waits time
 # out when the other workers keep the machine busy, and the benchmarks and the smoke matrix's time

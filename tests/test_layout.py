@@ -1,14 +1,17 @@
 """The package's shape, as its docstrings state it: what says it needs no torch imports without it,
-and no module imports itself back through another."""
+no module imports itself back through another, imports point down the layers, and the tests mirror
+the package."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 PACKAGE = REPO / "amp_suite"
@@ -20,6 +23,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache  # parsed once for every test here; none changes a tree
 def modules() -> dict[str, ast.Module]:
     return {module_name(path): ast.parse(path.read_text()) for path in sorted(PACKAGE.rglob("*.py"))}
 
@@ -99,12 +103,13 @@ def test_no_module_imports_itself_back_through_another():
     assert not cycles, "\n".join(cycles)
 
 
-ANALYSIS = ("amp_suite.analysis", "amp_suite.report")
+PAST_THE_RECORD = ("amp_suite.analysis", "amp_suite.report", "amp_suite.cli", "amp_suite.tracking")
 
 
-def test_no_analysis_module_names_a_workload_or_a_precision():
-    """The claims and the report read the traits workloads and precision modes declare
-    (config.workloads, config.precisions), so that a new one is judged without editing them."""
+def test_nothing_past_the_record_names_a_workload_or_a_precision():
+    """The claims, the report, the terminal and the tracker read the traits workloads and precision
+    modes declare (config.workloads, config.precisions), so that a new one is judged and shown
+    without editing them."""
     from amp_suite.config.precisions import PRECISIONS
     from amp_suite.config.workloads import WORKLOADS
 
@@ -112,7 +117,7 @@ def test_no_analysis_module_names_a_workload_or_a_precision():
     found = [
         f"{name}:{node.lineno}: {node.value!r}"
         for name, tree in modules().items()
-        if name.startswith(ANALYSIS)
+        if name.startswith(PAST_THE_RECORD)
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant) and node.value in named
     ]
@@ -135,3 +140,100 @@ def test_the_process_boundary_is_the_package_boundary():
         or (name.startswith(PARENT_SIDE) and target.startswith(CHILD_SIDE))
     ]
     assert not crossings, "\n".join(crossings)
+
+
+# The packages from the bottom up. A module imports from its own package and from the layers below
+# it, never from its own layer's other packages nor from above, deferred and type-checking imports
+# included: records are data the hardware probe fills in, and the instruments measure whatever
+# step the cell hands them. The shared modules at the package root (errors, paths, files, signals,
+# text) are the floor; the package's __init__ and __main__ are its doors, above every layer.
+ROOT = ""
+LAYERS = (
+    (ROOT,),
+    ("config",),
+    ("data", "records"),
+    ("instruments",),
+    ("hardware", "workloads"),
+    ("cell", "analysis"),
+    ("tracking",),
+    ("report", "execution"),
+    ("cli",),
+)
+PACKAGES = {package for layer in LAYERS for package in layer}
+DOORS = ("amp_suite", "amp_suite.__main__")
+
+
+@functools.cache
+def package_of(module: str) -> str:
+    """The package a module belongs to: the first name below amp_suite, or ROOT for the shared modules."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (PACKAGE / parts[1] / "__init__.py").exists() else ROOT
+
+
+def layer_of(package: str) -> int:
+    return next(index for index, layer in enumerate(LAYERS) if package in layer)
+
+
+def every_import(tree: ast.Module) -> set[str]:
+    """The amp_suite modules a module imports anywhere, inside functions too."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return {target for target in found if target == "amp_suite" or target.startswith("amp_suite.")}
+
+
+@functools.cache
+def package_imports() -> tuple[tuple[str, str, str, str], ...]:
+    """(importer's package, importer, imported module, its package) for every import between packages."""
+    return tuple(
+        (package_of(name), name, target, package_of(target))
+        for name, tree in modules().items()
+        if name not in DOORS
+        for target in sorted(every_import(tree))
+        if package_of(target) != package_of(name)
+    )
+
+
+def test_every_package_has_a_layer():
+    assert {package_of(name) for name in modules() if name not in DOORS} == PACKAGES
+
+
+@pytest.mark.parametrize("lower, upper", [("records", "hardware"), ("instruments", "cell")])
+def test_records_never_import_hardware_and_instruments_never_import_the_cell(lower, upper):
+    """The two that once ran upward: a record carries the machine hardware describes (its model
+    lives in records.machine), and a diagnostic takes any step that fits its protocol
+    (instruments.diagnostics.PrecisionStep), not the cell's policy."""
+    crossings = [f"{name} imports {target}" for p, name, target, q in package_imports() if (p, q) == (lower, upper)]
+    assert not crossings, "\n".join(crossings)
+    assert layer_of(lower) < layer_of(upper)  # and the layers say so, so that the test below holds it too
+
+
+def test_imports_point_down_the_layers():
+    upward = [f"{name} imports {target}" for p, name, target, q in package_imports() if layer_of(q) >= layer_of(p)]
+    assert not upward, "\n".join(upward)
+
+
+UNIT_TESTS = REPO / "tests" / "unit"
+
+
+def test_the_unit_tests_mirror_the_package():
+    """tests/unit/<package>/ for each package, and in it test_<module>.py for a module or subpackage
+    at any depth of that package, or test_<module>_<aspect>.py beside it (Lightning's test_amp.py
+    and test_amp_integration.py): a newcomer finds a module's tests by its name."""
+    strays = []
+    for folder in sorted(path for path in UNIT_TESTS.iterdir() if path.is_dir() and path.name != "__pycache__"):
+        package = PACKAGE / folder.name
+        if not (package / "__init__.py").exists():
+            strays.append(f"{folder.relative_to(REPO)}/ names no package of amp_suite")
+            continue
+        names = {path.stem for path in package.rglob("*.py")} | {
+            path.parent.name for path in package.rglob("*/__init__.py")
+        }
+        for test in sorted(folder.glob("test_*.py")):
+            subject = test.stem.removeprefix("test_")
+            if not any(subject == name or subject.startswith(f"{name}_") for name in names - {"__init__"}):
+                strays.append(f"{test.relative_to(REPO)} names no module of amp_suite/{folder.name}")
+    assert not strays, "\n".join(strays)

@@ -33,14 +33,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from amp_suite.analysis.summary import Parity, SummaryRow, p_value_words
+from amp_suite.analysis.quantities import FAIL, INDICATIVE, ParityVerdict, Ratio
+from amp_suite.analysis.quantities import INVALID as INVALID_PARITY
+from amp_suite.analysis.summary import SummaryRow
+from amp_suite.analysis.words import evidence_words, ratio_words, reach_words, times
 from amp_suite.config.precisions import AMP_MODES, BF16_BASELINE, FP8_MODES, MODE_BY_NAME, REFERENCE
 from amp_suite.hardware.capability import recommend
-from amp_suite.hardware.machine import Machine
+from amp_suite.records.machine import Machine
 
+Accuracy = Literal["kept", "at risk", "lost", "not compared", "invalid"]
 KEPT, AT_RISK, LOST, NOT_COMPARED, INVALID = "kept", "at risk", "lost", "not compared", "invalid"
+SpeedVerdict = Literal["faster", "no gain", "unclear"]
 FASTER, NO_GAIN, UNCLEAR = "faster", "no gain", "unclear"
 Verdict = Literal["recommended", "stay", "inconclusive", "no answer"]
+RECOMMENDED, STAY, INCONCLUSIVE, NO_ANSWER = "recommended", "stay", "inconclusive", "no answer"
 # A mode whose interval shows it gains less than this over fp32, if anything, is not worth a change of
 # precision: "no gain", a conclusive answer, where [0.98, 1.02] would otherwise straddle 1 forever.
 WORTHWHILE_GAIN = 0.05
@@ -63,8 +69,8 @@ class Answer:
     speedup: float | None  # the recommended mode's throughput / fp32's
     speedup_interval: tuple[float, float] | None  # 95%, with two or more seeds on both sides
     memory_ratio: float | None  # its peak memory / fp32's
-    parity: str | None  # its parity verdict against fp32: pass, fail, indicative
-    accuracy: str  # kept, at risk, lost or not compared: of the recommended mode, or with fp32 recommended, of
+    parity: ParityVerdict | None  # its parity verdict against fp32: pass, fail, indicative
+    accuracy: Accuracy  # kept, at risk, lost or not compared: of the recommended mode, or with fp32 recommended, of
     # the mode that came closest (the fastest candidate): whether accuracy survives mixed precision here
     seeds: int  # the runs behind the recommended mode's figures
     sentence: str  # the answer in one line
@@ -81,14 +87,14 @@ def answers(rows: Sequence[SummaryRow], machines: dict[str, Machine]) -> list[An
     return [_answer(group, machines.get(machine)) for (machine, _), group in groups.items()]
 
 
-def accuracy(row: SummaryRow) -> str:
+def accuracy(row: SummaryRow) -> Accuracy:
     """What the row's parity, and its time to target, say about accuracy, in a word. A fail whose
     mean degradation is within the margin was not shown to keep accuracy (too few seeds, or too
     noisy): at risk, not lost. A mode that falls short of the target on a seed is at risk too."""
     p = row.parity
-    if p is not None and p.verdict == "invalid":
+    if p is not None and p.verdict == INVALID_PARITY:
         return INVALID
-    if p is not None and p.verdict == "fail":
+    if p is not None and p.verdict == FAIL:
         return LOST if p.lost else AT_RISK
     if (p is not None and p.beyond_tolerance) or _short_of_target(row):
         return AT_RISK
@@ -104,7 +110,7 @@ def _short_of_target(row: SummaryRow) -> bool:
 class Speed:
     """A mode's speed against fp32, as a verdict, and, where it is unclear, why in words."""
 
-    verdict: Literal["faster", "no gain", "unclear"]
+    verdict: SpeedVerdict
     why: str | None = None
     moved: bool = False  # unclear because the machine changed under the run (not for want of precision)
 
@@ -112,11 +118,12 @@ class Speed:
 def speed(row: SummaryRow, reference: SummaryRow) -> Speed:
     """The row's speed verdict against the reference's (see the module's docstring)."""
     moved = machine_moved(row, reference)
-    if row.speedup is None or row.speedup_interval is None:
-        why = f"{row.precision} ran at {_x(row.speedup)} {_PACE} with no interval (no windows recorded)"
+    if row.speedup is None or row.speedup.interval is None:
+        pace = times(row.speedup and row.speedup.value)
+        why = f"{row.precision} ran at {pace} {_PACE} with no interval (no windows recorded)"
         return Speed(UNCLEAR, why)
-    low, high = row.speedup_interval
-    if high < 1 + WORTHWHILE_GAIN and (moved is None or row.side_by_side):
+    low, high = row.speedup.interval
+    if high < 1 + WORTHWHILE_GAIN and (moved is None or row.speedup.side_by_side):
         return Speed(NO_GAIN)
     if low > 1 and moved is None:
         return Speed(FASTER)
@@ -142,8 +149,14 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
     reference = next((r for r in group if r.precision == REFERENCE), None)
     candidates = [r for r in group if _candidate(r)]
     first = reference or group[0]
-    where = {"machine": first.machine, "setup": first.setup, "matrix": first.matrix, "workload": first.workload,
-             "batch": first.batch, "variant": first.variant}  # fmt: skip
+    where = {
+        "machine": first.machine,
+        "setup": first.setup,
+        "matrix": first.matrix,
+        "workload": first.workload,
+        "batch": first.batch,
+        "variant": first.variant,
+    }
     if reference is None or reference.throughput is None:
         why = f"{REFERENCE} {reference.status}" if reference else f"{REFERENCE} was not run"
         return Answer(**where, **_no_mode(), sentence=f"no answer: {why}, and every mode is compared with it")
@@ -159,11 +172,19 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
         sentence += f"; {_invalid_words(invalid)}"
     rule, holds, disagrees = _rule(machine, candidates, reference)
     return Answer(
-        **where, verdict=verdict, mode=chosen and chosen.precision, speedup=chosen and chosen.speedup,
-        speedup_interval=chosen and chosen.speedup_interval, memory_ratio=chosen and chosen.memory_ratio,
-        parity=chosen.parity.verdict if chosen and chosen.parity else None, accuracy=accuracy(considered),
-        seeds=chosen.runs if chosen else 0, sentence=sentence, rule=rule, rule_holds=holds, rule_disagrees=disagrees,
-    )  # fmt: skip
+        **where,
+        verdict=verdict,
+        mode=chosen and chosen.precision,
+        **_speedup_fields(chosen and chosen.speedup),
+        memory_ratio=chosen and chosen.memory_ratio,
+        parity=chosen.parity.verdict if chosen and chosen.parity else None,
+        accuracy=accuracy(considered),
+        seeds=chosen.runs if chosen else 0,
+        sentence=sentence,
+        rule=rule,
+        rule_holds=holds,
+        rule_disagrees=disagrees,
+    )
 
 
 def _judge(
@@ -183,13 +204,13 @@ def _judge(
         sentence += _target_words(chosen)
         if risky and _speed(risky[-1]) > _speed(chosen):
             sentence += f"; {_risk_words(risky[-1])}"
-        return "recommended", chosen, chosen, sentence
+        return RECOMMENDED, chosen, chosen, sentence
     if unclear:
         found = speeds[unclear[-1].precision]
         rerun = "Rerun on a quiet machine, or with repeats: 3" if found.moved else "Rerun with repeats: 3"
-        return "inconclusive", None, unclear[-1], f"inconclusive: {found.why}. {rerun}"
+        return INCONCLUSIVE, None, unclear[-1], f"inconclusive: {found.why}. {rerun}"
     if risky:
-        return "stay", reference, risky[-1], f"stay with {REFERENCE}: {_risk_words(risky[-1])}"
+        return STAY, reference, risky[-1], f"stay with {REFERENCE}: {_risk_words(risky[-1])}"
     considered = max(candidates, key=_speed)
     words = _speed_words(considered, _PACE)
     sentence = (
@@ -199,7 +220,7 @@ def _judge(
     if reference.step_time_ms is not None:
         sentence += f"; an {REFERENCE} step takes {reference.step_time_ms:.3g} ms"
     sentence += f"; {_risk_words(considered)}" if accuracy(considered) in (AT_RISK, LOST) else _target_words(considered)
-    return "stay", reference, considered, sentence
+    return STAY, reference, considered, sentence
 
 
 def _preferred(faster: list[SummaryRow], machine: Machine | None) -> SummaryRow:
@@ -209,8 +230,9 @@ def _preferred(faster: list[SummaryRow], machine: Machine | None) -> SummaryRow:
     fastest = max(faster, key=_speed)
     pick = recommend(machine.caps).precision if machine and machine.caps else None
     ruled = next((r for r in faster if r.precision == pick), None)
-    if ruled is not None and ruled.speedup_interval and fastest.speedup_interval:
-        if fastest.speedup_interval[0] < ruled.speedup_interval[1] * (1 + WORTHWHILE_GAIN):
+    ours, theirs = (ruled.speedup if ruled else None), fastest.speedup
+    if ruled is not None and ours and ours.interval and theirs and theirs.interval:
+        if theirs.interval[0] < ours.interval[1] * (1 + WORTHWHILE_GAIN):
             return ruled
     return fastest
 
@@ -221,12 +243,23 @@ def _candidate(row: SummaryRow) -> bool:
 
 
 def _speed(row: SummaryRow) -> float:
-    return row.speedup or 0.0
+    return row.speedup.value if row.speedup else 0.0
+
+
+def _speedup_fields(speedup: Ratio | None) -> dict:
+    return {"speedup": speedup and speedup.value, "speedup_interval": speedup and speedup.interval}
 
 
 def _no_mode() -> dict:
-    return {"verdict": "no answer", "mode": None, "speedup": None, "speedup_interval": None, "memory_ratio": None,
-            "parity": None, "accuracy": NOT_COMPARED, "seeds": 0}  # fmt: skip
+    return {
+        "verdict": NO_ANSWER,
+        "mode": None,
+        **_speedup_fields(None),
+        "memory_ratio": None,
+        "parity": None,
+        "accuracy": NOT_COMPARED,
+        "seeds": 0,
+    }
 
 
 def _skips(group: list[SummaryRow]) -> str:
@@ -234,22 +267,14 @@ def _skips(group: list[SummaryRow]) -> str:
     return f" ({', '.join(reasons)})" if reasons else ""
 
 
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
 def _speed_words(row: SummaryRow, comparison: str = "faster") -> str:
     """E.g. "1.90x [1.80, 2.00] faster", or "1.35x faster (no interval)"; an fp8 mode adds its
     speed against bf16, the mode it would replace: "(1.21x [1.10, 1.32] bf16's speed)"."""
-    if row.speedup_interval is None:
-        words = f"{_x(row.speedup)} {comparison} (no interval)"
-    else:
-        low, high = row.speedup_interval
-        words = f"{row.speedup:.2f}x [{low:.2f}, {high:.2f}] {comparison}"
-    if row.precision in FP8_MODES and row.speedup_vs_bf16 is not None:
-        against = row.speedup_vs_bf16_interval
-        shown = f" [{against[0]:.2f}, {against[1]:.2f}]" if against else ""
-        words += f" ({row.speedup_vs_bf16:.2f}x{shown} {BF16_BASELINE}'s speed)"
+    words = f"{ratio_words(row.speedup)} {comparison}"
+    if row.speedup is None or row.speedup.interval is None:
+        words += " (no interval)"
+    if row.precision in FP8_MODES and (against := row.speedups.get(BF16_BASELINE)) is not None:
+        words += f" ({ratio_words(against)} {BF16_BASELINE}'s speed)"
     return words
 
 
@@ -260,32 +285,27 @@ def _memory_words(row: SummaryRow) -> str:
 def _accuracy_words(row: SummaryRow) -> str:
     if row.parity is None:
         return "accuracy not compared (no validation on both sides)"
-    if row.parity.verdict == "indicative":
+    if row.parity.verdict == INDICATIVE:
         return "accuracy kept on one seed (indicative: run more seeds for a verdict)"
-    return f"accuracy kept ({_test_words(row.parity)})"
+    return f"accuracy kept ({evidence_words(row.parity)})"
 
 
 def _risk_words(row: SummaryRow) -> str:
-    speed = row.speedup or 0.0
+    speed = _speed(row)
     pace = f"is {speed:.2f}x faster" if speed > 1 else f"runs at {speed:.2f}x {REFERENCE}'s speed"
     faster = f"{row.precision} {pace}"
     p = row.parity
-    if p is None or (p.verdict != "fail" and not p.beyond_tolerance):  # short of its target
+    if p is None or (p.verdict != FAIL and not p.beyond_tolerance):  # short of its target
         assert row.time_to_target is not None
-        return f"{faster} but {row.time_to_target.words(row.precision)}"
+        return f"{faster} but {reach_words(row.time_to_target, row.precision)}"
     gap = f"{p.delta:+.3g} against a margin of {p.tolerance:.3g}"
     if p.lost:
-        return f"{faster} but loses accuracy: {gap} ({_test_words(p)})"
-    if p.verdict == "fail":
+        return f"{faster} but loses accuracy: {gap} ({evidence_words(p)})"
+    if p.verdict == FAIL:
         bound = f"up to {p.upper_bound:.3g} worse" if p.upper_bound is not None else "worse"
-        return f"{faster} but keeping accuracy is not shown: {gap}, could be {bound} ({_test_words(p)}); run more seeds"
+        shown = f"{gap}, could be {bound} ({evidence_words(p)})"
+        return f"{faster} but keeping accuracy is not shown: {shown}; run more seeds"
     return f"{faster} but accuracy is at risk: {gap}, one seed; run more seeds"
-
-
-def _test_words(p: Parity) -> str:
-    """E.g. "t-test p=0.15, 3 seeds"."""
-    test = f"t-test {p_value_words(p.p_value)}, " if p.p_value is not None else ""
-    return f"{test}{_seeds(p.seeds)}"
 
 
 def _target_words(row: SummaryRow) -> str:
@@ -293,8 +313,8 @@ def _target_words(row: SummaryRow) -> str:
     reach = row.time_to_target
     if reach is None:
         return ""
-    words = f"; {reach.words(row.precision)}"
-    if reach.speedup is not None and reach.speedup < 1 <= (row.speedup or 0):
+    words = f"; {reach_words(reach, row.precision)}"
+    if reach.speedup is not None and reach.speedup < 1 <= _speed(row):
         words += ": faster steps, but no sooner to the target"
         if row.skipped_steps:
             words += f" (GradScaler skipped {row.skipped_steps:.3g} steps)"
@@ -302,11 +322,16 @@ def _target_words(row: SummaryRow) -> str:
 
 
 def _invalid_words(rows: list[SummaryRow]) -> str:
-    return "; ".join(f"{r.precision} not compared with {REFERENCE}, which saw other data ({r.invalid})" for r in rows)
+    return "; ".join(
+        f"{r.precision} not compared with {REFERENCE}, which saw other data ({_difference(r)})"
+        for r in rows
+    )
 
 
-def _seeds(runs: int) -> str:
-    return "1 seed" if runs == 1 else f"{runs} seeds"
+
+def _difference(row: SummaryRow) -> str:
+    """What the row's seeds saw otherwise than fp32's, in words."""
+    return row.parity.invalid.words if row.parity and row.parity.invalid else "unknown"
 
 
 def _rule(
@@ -335,5 +360,5 @@ def _rule(
         found = f"measured, {advice.precision} ran at {_speed_words(ran, _PACE)}"
     measured = f"; {chosen.precision} is the one to train in among {', '.join((REFERENCE, *AMP_MODES))}"
     return advice.precision, False, f"the capability rule recommends {advice.precision} ({advice.reason}); {found}" + (
-        measured if verdict == "recommended" else ""
+        measured if verdict == RECOMMENDED else ""
     )

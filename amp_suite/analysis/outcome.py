@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from amp_suite.analysis.quantities import FAIL, INVALID
 from amp_suite.analysis.summary import BASELINE, SummaryRow
 from amp_suite.config import Expectation
 from amp_suite.records.results import CellRecord
@@ -61,11 +62,11 @@ def judge(records: Sequence[CellRecord], summary: Sequence[SummaryRow], expect: 
             (held if verdict == wanted else unexpected).append(
                 f"{where}: parity {verdict or 'not judged'} (expected {wanted})"
             )
-        elif verdict == "fail":
+        elif verdict == FAIL:
             p = row.parity
             unexpected.append(f"{where}: parity fail ({p.delta:+.4g} against a margin of {p.tolerance:.4g})")
-        elif verdict == "invalid":  # never pooled: a comparison of other data is no verdict at all
-            unexpected.append(f"{where}: parity invalid ({row.invalid})")
+        elif verdict == INVALID:  # never pooled: a comparison of other data is no verdict at all
+            unexpected.append(f"{where}: parity invalid ({row.parity.invalid and row.parity.invalid.words})")
     code = ExitCode.CELLS_FAILED if failed else ExitCode.UNEXPECTED_VERDICT if unexpected else ExitCode.OK
     return Outcome(code, tuple(failed + unexpected), tuple(held))
 

@@ -1,33 +1,13 @@
-"""Speedup, memory and validation-parity tables, recomputed from the records alone. No torch here.
+"""Speedup, memory and validation-parity rows, recomputed from the records alone. No torch here.
 
-Rows group the records of one (machine, setup, precision) over seeds and hosts, where the setup
-is everything a cell was configured with except its seed and precision (workload config, batch
-size, steps, ...): records of different machines (device model or software stack, see
-amp_suite.hardware.machine) or of differently configured workloads are never pooled. Speedup and memory
-ratio compare a group with fp32 (and with tf32, the baseline of NVIDIA's published Ampere+
-figures) of the same machine and setup; parity always compares with fp32, the accuracy reference.
-
-Parity rule (ParityConfig, carried by every record): over the seeds both sides ran (same seed:
-same initial weights, same batches in the same order), a one-sided paired t test of
-non-inferiority: AMP passes when its degradation against fp32 is shown to be below the margin,
-tolerance x |fp32 mean|, at level alpha (scipy's ttest_1samp). With one seed there is no spread to
-test with, so the verdict is "indicative" (delta and margin are still reported). Only degradation
-counts: an AMP run that validates better is not a failure. Records written before the test carry
-the noise-floor rule, and are judged by it. A comparison whose seeds saw other data or batches than
-fp32's (data_fingerprint, batch_order_hash) is "invalid" and judged by nothing. Where the workload
-declares a target, each row carries its time to it (analysis.time_to_target).
-
-Speedup is the ratio of mean throughputs over the seeds both sides finished (as parity is), so
-a seed that failed on one side can't tilt it. Its 95% interval (analysis.speedup) comes from the
-windows of each seed's timed steps (paired window by window where the cells ran side by side) and
-from the seeds' spread: the same machine's variation, not a guarantee about other machines. Hosts
-pooled into one machine are averaged per seed first.
-
-DDP rows (records with a world size) also compare across the DDP axes, at the same machine,
-setup otherwise, and precision: scaling efficiency is throughput(N) / (N x throughput at world
-size 1, same hook); the hook's parity and step-time ratio compare it with plain float32
-all-reduce ("none") at the same world size; world parity compares world size N with world size 1
-(same hook), by the same parity rule as precisions.
+A row pools the records of one (machine, setup, precision) over seeds and hosts, where the setup is
+the cell's configuration but its seed and precision: machines (device model and software stack) and
+differently configured workloads are never pooled. Its derived values are typed
+(analysis.quantities): the speedup over each speed baseline of the same machine and setup, on the
+seeds both finished (`_speedup`); the parity against fp32, the accuracy reference (`parity`); the
+time to the workload's target (analysis.time_to_target); for DDP rows, the comparisons along the
+DDP axes (`_with_ddp`). A comparison whose seeds saw other data than fp32's is invalid and judged by
+nothing (`different_data`).
 """
 
 from __future__ import annotations
@@ -37,17 +17,19 @@ import json
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
-from functools import cache
+from dataclasses import asdict, replace
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import computed_field
+from pydantic.dataclasses import dataclass
 
+from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, PASS, Difference, Parity, Ratio
 from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio
 from amp_suite.analysis.speedup import contrasts, interval
 from amp_suite.analysis.time_to_target import TimeToTarget, time_to_target
-from amp_suite.config import AUTO_BATCH, ParityConfig, WorkloadConfig
+from amp_suite.config import AUTO_BATCH, ParityConfig
 from amp_suite.config.matrix import LEGACY_PARITY_METHOD
-from amp_suite.config.precisions import BF16_BASELINE, REFERENCE, SPEED_BASELINES, TF32_BASELINE, precision_order
+from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, precision_order
+from amp_suite.config.recorded import metric_label_of, recorded_workload
 from amp_suite.records.results import CellRecord
 
 BASELINE = REFERENCE  # the accuracy reference and the default speed baseline
@@ -55,58 +37,36 @@ BASELINES = SPEED_BASELINES
 UNKNOWN_MACHINE = "unknown machine"  # records of cells that failed before the device was probed
 
 
-def p_value_words(p_value: float) -> str:
-    """A p-value in a few characters: "p=0.037", or "p<0.001" where it is too small to print usefully."""
-    return "p<0.001" if p_value < 0.001 else f"p={p_value:.2g}"
-
-
-@dataclass(frozen=True)
-class Parity:
-    delta: float  # AMP mean minus fp32 mean, in the metric's units
-    tolerance: float  # the margin: the largest degradation that still passes
-    verdict: str  # "pass", "fail", "indicative" (one seed) or "invalid" (the sides saw different data)
-    degradation: float = 0.0  # how much worse than fp32 (the delta, signed so that worse is positive)
-    method: str = "t-test"  # the rule that reached the verdict (ParityConfig.method)
-    seeds: int = 0  # the seed-paired runs compared
-    p_value: float | None = None  # t-test: the chance of so small a degradation were AMP worse by the margin
-    upper_bound: float | None = None  # t-test: the degradation's one-sided (1 - alpha) upper confidence bound
-    reason: str | None = None  # invalid: what differed
-
-    @property
-    def lost(self) -> bool:
-        """A fail with the mean degradation beyond the margin (or not finite): accuracy lost. A fail
-        within it says the seeds could not show AMP within the margin (too few, or too noisy)."""
-        return self.verdict == "fail" and not self.degradation <= self.tolerance
-
-    @property
-    def beyond_tolerance(self) -> bool:
-        """Worse than the tolerance allows: a fail, or a one-seed ("indicative") delta beyond it."""
-        if self.verdict == "invalid":  # not compared: nothing is known of it
-            return False
-        return self.verdict == "fail" or not self.degradation <= self.tolerance  # NaN: beyond
-
-
 def parity(amp: Sequence[float], fp32: Sequence[float], higher_is_better: bool, rule: ParityConfig) -> Parity | None:
     """AMP against fp32 over seed-paired runs (amp[i] and fp32[i] share a seed: the same initial
-    weights and batches), by the rule's method."""
+    weights and batches), by the rule's method (ParityConfig, carried by every record): a one-sided
+    paired t test of non-inferiority, AMP passing where its degradation is shown below the margin,
+    tolerance x |fp32 mean|, at level alpha. One seed has no spread to test: "indicative". Only
+    degradation counts: AMP validating better is no failure. Records written before the test carry
+    the noise-floor rule, and are judged by it."""
     if not amp or not fp32:
         return None
     delta = statistics.fmean(amp) - statistics.fmean(fp32)
     degradation = -delta if higher_is_better else delta
     margin = rule.tolerance * abs(statistics.fmean(fp32))
-    judged = {"delta": delta, "tolerance": margin, "degradation": degradation, "method": rule.method,
-              "seeds": len(amp)}  # fmt: skip
+    judged = {
+        "delta": delta,
+        "tolerance": margin,
+        "degradation": degradation,
+        "method": rule.method,
+        "seeds": len(amp),
+    }
     if not math.isfinite(degradation):  # a NaN or inf metric fails, even with one seed
-        return Parity(verdict="fail", **judged)
+        return Parity(verdict=FAIL, **judged)
     if len(amp) < 2 or len(fp32) < 2:
-        return Parity(verdict="indicative", **judged)
+        return Parity(verdict=INDICATIVE, **judged)
     if rule.method == LEGACY_PARITY_METHOD:
         judged["tolerance"] = max(margin, rule.k * statistics.stdev(fp32))
-        return Parity(verdict="pass" if degradation <= judged["tolerance"] else "fail", **judged)
+        return Parity(verdict=PASS if degradation <= judged["tolerance"] else FAIL, **judged)
     sign = -1 if higher_is_better else 1
     worse = [sign * (a - f) for a, f in zip(amp, fp32, strict=True)]  # each seed's degradation
     p_value, bound = non_inferiority(worse, margin, rule.alpha)
-    return Parity(verdict="pass" if p_value < rule.alpha else "fail", p_value=p_value, upper_bound=bound, **judged)
+    return Parity(verdict=PASS if p_value < rule.alpha else FAIL, p_value=p_value, upper_bound=bound, **judged)
 
 
 def non_inferiority(degradations: Sequence[float], margin: float, alpha: float) -> tuple[float, float]:
@@ -143,13 +103,7 @@ class SummaryRow:
     tflops: float | None  # achieved TFLOP/s, mean over seeds
     mfu: float | None  # achieved / the GPU's dense peak for this math mode; None where the peak is unknown
     peak_memory_mb: float | None
-    speedup: float | None  # throughput / fp32 throughput
-    speedup_interval: tuple[float, float] | None
-    side_by_side: bool  # every seed's speedup over fp32 came from windows measured side by side
-    speedup_vs_tf32: float | None  # throughput / tf32 throughput
-    speedup_vs_tf32_interval: tuple[float, float] | None
-    speedup_vs_bf16: float | None  # throughput / bf16 throughput: the question fp8 answers
-    speedup_vs_bf16_interval: tuple[float, float] | None
+    speedups: dict[str, Ratio]  # throughput over each speed baseline's that finished (SPEED_BASELINES)
     memory_ratio: float | None  # peak memory / fp32 peak memory
     max_batch: bool = False  # batch_sizes auto: each precision ran at the largest batch it fitted
     batch_vs_fp32: float | None = None  # max_batch: this precision's batch / fp32's (how much more AMP fits)
@@ -162,6 +116,7 @@ class SummaryRow:
     energy_j_per_sample: float | None = None  # GPU energy per training sample, mean over seeds (NVML)
     power_w: float | None = None  # average GPU power during the timed steps, mean over seeds
     val_metric_name: str | None = None
+    val_metric_label: str | None = None  # the metric as tables name it ("acc", "ppl"): the workload's own
     val_metric: float | None = None  # mean over seeds that finished ok
     grad_underflow_fraction: float | None = None  # fp32 gradients below fp16's range, before training
     skipped_steps: float | None = None  # GradScaler: steps skipped on inf/NaN gradients, mean over seeds
@@ -175,11 +130,16 @@ class SummaryRow:
     hook_parity: Parity | None = None  # DDP: this hook against plain all-reduce, same world size and precision
     gpu_type: str | None = None  # the GPU type a Ray fleet was asked to run the cell on (matrix `machines:`)
     time_to_target: TimeToTarget | None = None  # where the workload declares a target (analysis.time_to_target)
-    invalid: str | None = None  # why the comparison with fp32 is invalid: a seed saw other data or batches
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    @property
+    def speedup(self) -> Ratio | None:
+        """Against fp32, the accuracy reference: what the answer weighs."""
+        return self.speedups.get(REFERENCE)
+
+    @computed_field  # type: ignore[prop-decorator]  # in report.json, as tables show it
     @property
     def variant(self) -> str:
         ddp = "" if self.world_size is None else f", ddp x{self.world_size}"
@@ -187,6 +147,7 @@ class SummaryRow:
         on = f", on {self.gpu_type}" if self.gpu_type else ""
         return variant(self.compile, self.channels_last) + ddp + hook + on
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def batch(self) -> str:
         """The batch size as tables show it: "256", or "max 512" where it was searched for."""
@@ -200,13 +161,6 @@ class SummaryRow:
         shown = "" if self.variant == EAGER else f" {self.variant}"
         batch = "max" if self.max_batch else self.batch_size
         return f"{self.workload}/bs{batch}{shown} ({self.matrix})"
-
-    def speedup_against(self, baseline: str) -> tuple[float | None, tuple[float, float] | None]:
-        if baseline == TF32_BASELINE:
-            return self.speedup_vs_tf32, self.speedup_vs_tf32_interval
-        if baseline == BF16_BASELINE:
-            return self.speedup_vs_bf16, self.speedup_vs_bf16_interval
-        return self.speedup, self.speedup_interval
 
 
 EAGER = "eager"
@@ -273,7 +227,10 @@ def summarize(records: Iterable[CellRecord], default_rule: ParityConfig | None =
 
 
 def _with_ddp(row: SummaryRow, group: list[CellRecord], ddp: dict[DdpKey, list[CellRecord]], rule: ParityConfig):
-    """The row with its comparisons along the DDP axes (scaling, hooks), where it is a DDP row."""
+    """The row with its comparisons along the DDP axes, where it is a DDP row, at the same machine,
+    setup otherwise and precision: scaling efficiency is throughput(N) / (N x throughput at world size
+    1, same hook); a hook's parity and step-time ratio compare it with plain float32 all-reduce
+    ("none") at the same world size; world parity compares N with world size 1, same hook."""
     key = ddp_key(group[0])
     if key is None:
         return row
@@ -303,12 +260,14 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
     rates = _per_seed(group, "throughput", per_sample)
     memory = _per_seed(group, "peak_memory_mb")
     bases = {name: groups.get((machine, setup, name), []) for name in BASELINES}
-    speedups = {name: _speedup(group, base, itself=name == precision) for name, base in bases.items()}
+    found = {name: _speedup(group, base, name, itself=name == precision) for name, base in bases.items()}
+    speedups = {name: over for name, over in found.items() if over is not None}
     fp32 = bases[BASELINE]
     ok = [r for r in group if r.status == "ok"]
     searched = group[0].config.get("batch_size") == AUTO_BATCH  # batch_sizes auto: each at its largest
     fp32_batch = mean_of(_per_seed(fp32, "batch_size").values())
     windows = [w * per_sample for r in ok for w in r.throughput_windows]
+    metric = next((r.val_metric_name for r in group if r.val_metric_name), None)
     return SummaryRow(
         machine=machine,
         setup=setup,
@@ -330,13 +289,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         tflops=mean_of(_per_seed(group, "tflops").values()),
         mfu=mean_of(_per_seed(group, "mfu").values()),
         peak_memory_mb=mean_of(memory.values()),
-        speedup=speedups[BASELINE][0],
-        speedup_interval=speedups[BASELINE][1],
-        side_by_side=speedups[BASELINE][2],
-        speedup_vs_tf32=speedups[TF32_BASELINE][0],
-        speedup_vs_tf32_interval=speedups[TF32_BASELINE][1],
-        speedup_vs_bf16=speedups[BF16_BASELINE][0],
-        speedup_vs_bf16_interval=speedups[BF16_BASELINE][1],
+        speedups=speedups,
         memory_ratio=ratio(mean_of(memory.values()), mean_of(_per_seed(fp32, "peak_memory_mb").values())),
         max_batch=searched,
         batch_vs_fp32=ratio(mean_of(_per_seed(group, "batch_size").values()), fp32_batch) if searched else None,
@@ -347,7 +300,8 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         throttle_reasons=tuple(sorted({reason for r in ok for reason in r.throttle_reasons or ()})),
         energy_j_per_sample=mean_of(_per_seed(group, "energy_j_per_sample").values()),
         power_w=mean_of(_per_seed(group, "power_w").values()),
-        val_metric_name=next((r.val_metric_name for r in group if r.val_metric_name), None),
+        val_metric_name=metric,
+        val_metric_label=metric and metric_label_of(group[0].config.get("workload"), metric),
         val_metric=mean_of([r.val_metric for r in ok]),
         grad_underflow_fraction=mean_of([r.grad_underflow_fraction for r in ok]),
         skipped_steps=mean_of([r.skipped_steps for r in ok]),
@@ -355,18 +309,22 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
     )
 
 
-def _speedup(
-    group: list[CellRecord], baseline: list[CellRecord], itself: bool = False
-) -> tuple[float | None, tuple[float, float] | None, bool]:
-    """Throughput over the baseline's, seed by seed (analysis.speedup), its interval (none for the
-    baseline against itself: 1x), and whether every seed's cells ran side by side."""
+def _speedup(group: list[CellRecord], baseline: list[CellRecord], name: str, itself: bool) -> Ratio | None:
+    """Throughput over the baseline's: the ratio of mean throughputs over the seeds both finished (a
+    seed that failed on one side can't tilt it; hosts of one machine averaged per seed first), with
+    its 95% interval from each seed's windows (paired window by window where the cells ran side by
+    side) and the seeds' spread (analysis.speedup), none against itself (1x); None where either side
+    has no throughput."""
     rates, base = _per_seed(group, "throughput"), _per_seed(baseline, "throughput")
     value = paired_ratio(rates, base)
-    if itself:
-        return value, None, False
+    if value is None:
+        return None
     seeds = sorted(rates.keys() & base.keys())
+    if itself:
+        return Ratio(value, name, seeds=len(seeds))
     found = [c for seed in seeds for c in contrasts(_ok_of_seed(group, seed), _ok_of_seed(baseline, seed))]
-    return value, interval(value, found), bool(found) and all(c.side_by_side for c in found)
+    side_by_side = bool(found) and all(c.side_by_side for c in found)
+    return Ratio(value, name, interval(value, found), len(seeds), side_by_side)
 
 
 def _ok_of_seed(group: list[CellRecord], seed: int) -> list[CellRecord]:
@@ -382,22 +340,23 @@ def _against_fp32(precision: str, group: list[CellRecord], fp32: list[CellRecord
     parity, invalid = _parity(group, fp32, rule), different_data(group, fp32)
     if invalid is None:
         return {"parity": parity, "time_to_target": time_to_target(group, fp32)}
-    unjudged = Parity(math.nan, math.nan, "invalid") if parity is None else parity
-    judged_nothing = {"verdict": "invalid", "reason": invalid, "p_value": None, "upper_bound": None}
-    return {"invalid": invalid, "parity": replace(unjudged, **judged_nothing)}
+    unjudged = Parity(math.nan, math.nan, INVALID) if parity is None else parity
+    judged_nothing = {"verdict": INVALID, "invalid": invalid, "p_value": None, "upper_bound": None}
+    return {"parity": replace(unjudged, **judged_nothing)}
 
 
-def different_data(group: list[CellRecord], fp32: list[CellRecord]) -> str | None:
+def different_data(group: list[CellRecord], fp32: list[CellRecord]) -> Difference | None:
     """Where a seed's runs saw other data (fingerprint) or other batches in another order
     (batch_order_hash) than fp32's runs of that seed: what differed, else None. Batch order is
     compared at equal batch sizes only: with batch_sizes auto each precision cuts the same data into
     the batches it fits. Runs that never drew batches (skipped, failed early) carry neither."""
-    for field, what in (("data_fingerprint", "data"), ("batch_order_hash", "batch order")):
+    for field, kind in (("data_fingerprint", "data"), ("batch_order_hash", "batch order")):
         mine, theirs = _seen(group, field), _seen(fp32, field)
         for seed, size in sorted(mine.keys() & theirs.keys()):
             if mine[seed, size] != theirs[seed, size]:
-                where = f"seed {seed}" if field == "data_fingerprint" else f"seed {seed}, batch {size}"
-                return f"{where}: {what} {_short(mine[seed, size])} differs from fp32's {_short(theirs[seed, size])}"
+                where = f"seed {seed}" if kind == "data" else f"seed {seed}, batch {size}"
+                words = f"{where}: {kind} {_short(mine[seed, size])} differs from fp32's {_short(theirs[seed, size])}"
+                return Difference(kind, seed, words)  # type: ignore[arg-type]  # kind: a Literal of the two
     return None
 
 
@@ -446,23 +405,10 @@ def natural_throughput(record: CellRecord) -> tuple[float | None, str]:
 
 
 def _unit(record: CellRecord) -> tuple[str, int]:
-    """The natural throughput unit of the record's workload, and its items per training sample."""
-    config = record.config.get("workload")
-    if not isinstance(config, dict):
-        return "samples/s", 1
-    return _unit_of(json.dumps(config, sort_keys=True))  # a string key: parsed once per config
-
-
-@cache
-def _unit_of(config_json: str) -> tuple[str, int]:
-    try:
-        workload = _WORKLOAD.validate_json(config_json)
-    except ValidationError:  # a config from another version: say samples, which is always true
-        return "samples/s", 1
-    return workload.throughput_unit, workload.units_per_sample()
-
-
-_WORKLOAD = TypeAdapter(WorkloadConfig)
+    """The natural throughput unit of the record's workload, and its items per training sample;
+    samples, which is always true, for a config another version wrote."""
+    workload = recorded_workload(record.config.get("workload"))
+    return ("samples/s", 1) if workload is None else (workload.throughput_unit, workload.units_per_sample())
 
 
 def _status(group: list[CellRecord]) -> str:

@@ -43,23 +43,6 @@ class TimeToTarget:
         """Seeds that reached it, of those evaluated: "3/3"."""
         return f"{self.reached}/{self.seeds}"
 
-    def words(self, precision: str) -> str:
-        """E.g. "bf16 reaches val_accuracy 0.9 in 0.62x fp32's time (speedup to target 1.61x [1.40, 1.85],
-        3 seeds)"; where fp32 fell short too, it says so: the target, not the mode, is out of reach."""
-        if not self.reached:
-            fp32_too = "" if self.short_of_fp32 else "; nor does fp32, on those seeds"
-            return f"{precision} never reaches {self.described} ({_seeds(self.seeds)}){fp32_too}"
-        partly = "" if self.all_reached else f" on {self.reached} of {self.seeds} seeds"
-        if self.speedup is None:
-            return f"{precision} reaches {self.described}{partly} ({self.seconds:.3g} s of training)"
-        sooner = f"{self.speedup:.2f}x"
-        if self.speedup_interval is not None:
-            sooner += f" [{self.speedup_interval[0]:.2f}, {self.speedup_interval[1]:.2f}]"
-        return (
-            f"{precision} reaches {self.described}{partly} in {1 / self.speedup:.2f}x fp32's time"
-            f" (speedup to target {sooner}, {_seeds(self.reached)})"
-        )
-
 
 def time_to_target(group: Sequence[CellRecord], fp32: Sequence[CellRecord]) -> TimeToTarget | None:
     """This precision's time to its workload's target, against fp32's records of the same setup.
@@ -128,6 +111,3 @@ def _seconds_by_seed(records: Sequence[CellRecord], target: float) -> dict[int, 
         for seed, points in runs.items()
     }
 
-
-def _seeds(count: int) -> str:
-    return "1 seed" if count == 1 else f"{count} seeds"

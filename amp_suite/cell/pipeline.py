@@ -37,6 +37,7 @@ from amp_suite.instruments.diagnostics.nonfinite import first_nonfinite_step
 from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.instruments.memory import held, release_cached_blocks
 from amp_suite.instruments.timers import HostCpuTime, Span, Spread, StepStats, make_step_timer, step_stats
+from amp_suite.records.finish import merged
 from amp_suite.workloads import Workload, build_workload
 from amp_suite.workloads.base import LoadedData
 
@@ -165,8 +166,7 @@ def measure_session(
     progress("evaluate", 0, 1)
     validation = evaluate()
     flops = diagnostics.get("flops_per_step")
-    fields = {
-        **diagnostics,
+    rates = {
         "throughput": world * spec.batch_size * timed / span_s,  # every device's samples
         "host_cpu_ms_per_step": host_cpu.seconds * 1e3 / timed,
         "untimed_steps": spec.steps - timed,
@@ -174,14 +174,21 @@ def measure_session(
         "host_syncs_per_step": host_syncs,
         # MFU divides FLOP/s by world size x one device's peak: the devices' together, as throughput.
         "tflops": None if flops is None else world * flops * timed / span_s / 1e12,
-        **timed_fields(stats, Spread.of(timer.spans, edges, world * spec.batch_size)),
-        **trained_fields(session, loss_curve, validation),
-        **evaluation_fields(session, spec, evaluations, timer.spans, validation),
         "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
         "batch_order_hash": order_hash(batches.order.cpu()),
-        **readings.fields(TimedRegion(timed, spec.batch_size)),  # this device and its own samples
-        **policy.telemetry(),
     }
+    # Merged, not spread with **: a field two parts gave would keep the later value without a sign.
+    fields = merged(
+        {
+            "diagnostics": diagnostics,
+            "timed steps": rates,
+            "step times": timed_fields(stats, Spread.of(timer.spans, edges, world * spec.batch_size)),
+            "training": trained_fields(session, loss_curve, validation),
+            "time to target": evaluation_fields(session, spec, evaluations, timer.spans, validation),
+            "instruments": readings.fields(TimedRegion(timed, spec.batch_size)),  # this device and its own samples
+            "precision policy": policy.telemetry(),
+        }
+    )
     return Measured(fields, warmup, measured, trainer, stats)
 
 

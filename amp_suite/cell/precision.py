@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from amp_suite.config.precisions import MODE_BY_NAME, PRECISIONS
-from amp_suite.hardware.capability import DeviceCaps
+from amp_suite.records.machine import DeviceCaps
 
 # Every backend switch that can make "float32" mean TF32 (or bf16 on CPUs with AMX), in torch's
 # fp32_precision API: the generic default, each backend's default, then each op (later ones win).

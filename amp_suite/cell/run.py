@@ -25,12 +25,12 @@ from amp_suite.cell.precision import PrecisionPolicy, make_policy
 from amp_suite.cell.turns import ALONE, Turns
 from amp_suite.config import CellSpec
 from amp_suite.hardware import environment
-from amp_suite.hardware.machine import Machine
 from amp_suite.hardware.peaks import utilisation
 from amp_suite.hardware.probe import probe
 from amp_suite.instruments.diagnostics.dtype_audit import audit_step
 from amp_suite.instruments.diagnostics.nonfinite import first_site, watch_nonfinite
 from amp_suite.instruments.memory import memory_at_oom
+from amp_suite.records.machine import Machine
 from amp_suite.records.results import CellRecord, describe_error, utc_now
 
 Probed = Callable[[dict[str, Any]], None]  # the record fields that say where the cell runs

@@ -13,11 +13,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
-from amp_suite.analysis.answer import Answer
+from amp_suite.analysis.answer import INCONCLUSIVE, Answer
 from amp_suite.analysis.outcome import Outcome
-from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput, p_value_words
+from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, PASS
+from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput
+from amp_suite.analysis.words import gap_words, interval_words, p_value_words, ratio_words, times
 from amp_suite.config import CellSpec
-from amp_suite.config.precisions import FP8_MODES
+from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES
 from amp_suite.records.results import CellRecord
 from amp_suite.text import plain, printable
 
@@ -79,13 +81,7 @@ class RichDisplay:
         self.console.print(f"[{style}]{record.status:>7}[/] {plain(record.cell_id)}  {detail}{reason}", highlight=False)
 
 
-METRIC_LABELS = {
-    "val_accuracy": "acc",
-    "val_perplexity": "ppl",
-    "val_mlm_accuracy": "mlm acc",
-    "val_token_accuracy": "token acc",
-}
-PARITY_STYLE = {"pass": "green", "fail": "red", "indicative": "cyan", "invalid": "bold red"}
+PARITY_STYLE = {PASS: "green", FAIL: "red", INDICATIVE: "cyan", INVALID: "bold red"}
 
 
 def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memory_kind: str | None) -> None:
@@ -136,20 +132,17 @@ def fit(columns: Sequence[Column], width: int) -> list[Column]:
 def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[Column]:
     """Every column, with how much it is needed: the cell (workload and, where not eager, how it
     ran), its precision and status, then the speedup and parity, then the rest."""
-    with_tf32 = any(row.speedup_vs_tf32 is not None and row.precision != "tf32" for row in rows)
     with_target = any(row.time_to_target is not None for row in rows)
-    fp8 = any(row.precision in FP8_MODES and row.speedup_vs_bf16 is not None for row in rows)
+    # Another baseline than fp32 gets a column where a row but its own is measured against it.
+    others = [b for b in SPEED_BASELINES if b != REFERENCE and any(b in r.speedups and r.precision != b for r in rows)]
     return [  # left to right as read; `keep` says which go first when the terminal is narrow
         Column("workload", [plain(_cell(row, rows)) for row in rows], 100, right=False),
         Column("batch", [plain(row.batch) for row in rows], 45),
         Column("precision", [plain(row.precision) for row in rows], 100, right=False),
         Column("status", [_status(row, notes) for row in rows], 99, right=False),
         Column("throughput", [plain(_number(row.throughput, "{:,.1f} " + row.unit)) for row in rows], 90),
-        Column("vs fp32", [_speedup(row.speedup, row.speedup_interval) for row in rows], 98),
-        *([Column("vs tf32", [_speedup(r.speedup_vs_tf32, r.speedup_vs_tf32_interval) for r in rows], 20)]
-          if with_tf32 else []),
-        *([Column("fp8 vs bf16", [_speedup(r.speedup_vs_bf16, r.speedup_vs_bf16_interval)
-                                  if r.precision in FP8_MODES else "" for r in rows], 95)] if fp8 else []),
+        Column(f"vs {REFERENCE}", [ratio_words(row.speedup) for row in rows], 98),
+        *(Column(f"vs {b}", [ratio_words(r.speedups.get(b)) for r in rows], 20) for b in others),
         Column("peak MB", [_number(row.peak_memory_mb, "{:,.0f}") for row in rows], 30),
         Column("mem vs fp32", [_number(row.memory_ratio, "{:.2f}x") for row in rows], 60),
         Column("validation", [_validation(row) for row in rows], 50),
@@ -175,12 +168,6 @@ def _status(row: SummaryRow, notes: dict[str, int]) -> str:
     return f"[{STATUS_STYLE.get(row.status, 'white')}]{escape(plain(text))}[/]"
 
 
-def _speedup(value: float | None, interval: tuple[float, float] | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.2f}x" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
-
-
 ACCURACY_STYLE = {"kept": "", "at risk": "yellow", "lost": "red", "not compared": ""}  # the sentence says which
 
 
@@ -193,7 +180,7 @@ def print_answer(console: Console, answers: Sequence[Answer], labels: dict[str, 
         for a in (a for a in answers if a.machine == machine):
             matrix = f", {a.matrix}" if several_matrices else ""
             where = plain(f"{a.workload} (batch {a.batch}, {a.variant}{matrix})")
-            style = "yellow" if a.verdict == "inconclusive" else ACCURACY_STYLE[a.accuracy]
+            style = "yellow" if a.verdict == INCONCLUSIVE else ACCURACY_STYLE[a.accuracy]
             sentence = f"[{style}]{plain(a.sentence)}[/]" if style else plain(a.sentence)
             console.print(f"  [bold]{where}[/]: {sentence}", highlight=False)
             if a.rule_disagrees:
@@ -214,21 +201,21 @@ def print_outcome(console: Console, outcome: Outcome) -> None:
 def _validation(row: SummaryRow) -> str:
     if row.val_metric is None:
         return "-"
-    return plain(f"{METRIC_LABELS.get(row.val_metric_name, row.val_metric_name)} {row.val_metric:.3f}")
+    return plain(f"{row.val_metric_label} {row.val_metric:.3f}")
 
 
 def _parity(row: SummaryRow) -> str:
     if row.parity is None:
         return ""
     p = row.parity
-    if p.verdict == "invalid":  # the sides saw other data or batches: nothing compared (the answer says which seed)
-        what = "other batches" if "batch order" in (p.reason or "") else "other data"
+    if p.verdict == INVALID:  # the sides saw other data or batches: nothing compared (the answer says which seed)
+        what = "other batches" if p.invalid and p.invalid.kind == "batch order" else "other data"
         return f"[{PARITY_STYLE[p.verdict]}]invalid: {what}[/]"
     # One seed, its delta beyond the tolerance: no verdict, but not to be read as a pass either.
-    at_risk = "[bold yellow]at risk:[/] " if p.verdict == "indicative" and p.beyond_tolerance else ""
+    at_risk = "[bold yellow]at risk:[/] " if p.verdict == INDICATIVE and p.beyond_tolerance else ""
     test = f" {p_value_words(p.p_value)}" if p.p_value is not None else ""
-    test += f" ({p.method})" if p.method != "t-test" and p.verdict != "indicative" else ""  # an older record's rule
-    return f"{at_risk}[{PARITY_STYLE[p.verdict]}]{p.verdict}[/] {p.delta:+.3g} / {p.tolerance:.3g}{test}"
+    test += f" ({p.method})" if p.method != "t-test" and p.verdict != INDICATIVE else ""  # an older record's rule
+    return f"{at_risk}[{PARITY_STYLE[p.verdict]}]{p.verdict}[/] {gap_words(p)}{test}"
 
 
 def _to_target(row: SummaryRow) -> str:
@@ -238,7 +225,7 @@ def _to_target(row: SummaryRow) -> str:
         return ""
     if not reach.reached:
         return f"[red]never ({reach.counted})[/]"
-    shown = _speedup(reach.speedup, reach.speedup_interval) if reach.speedup is not None else "-"
+    shown = times(reach.speedup) + (interval_words(reach.speedup_interval) if reach.speedup is not None else "")
     return f"{shown} ({reach.counted})" if reach.all_reached else f"{shown} [yellow]({reach.counted})[/]"
 
 

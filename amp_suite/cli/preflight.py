@@ -18,13 +18,16 @@ import yaml
 from pydantic import ValidationError
 
 from amp_suite.config import ConfigError, Matrix, describe_validation_error
-from amp_suite.config.workloads import CustomConfig, HfConfig, TimmConfig, TorchvisionConfig
+from amp_suite.config.precisions import MODES
+from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME, CustomConfig, HfConfig, TimmConfig, TorchvisionConfig
 from amp_suite.paths import cache_folder, shown
 
-# --model's matrix: every mode the article compares, one seed, short enough to answer in minutes.
-MODEL_MATRIX = {
-    "seed": 0, "repeats": 1, "warmup_steps": 10, "steps": 120, "precisions": ["fp32", "tf32", "fp16", "bf16"],
-}  # fmt: skip
+# --model's matrix: every mode the article compares (all but the negative control, and fp8, which is
+# beyond the article), one seed, short enough to answer in minutes.
+ARTICLE_MODES = [mode.name for mode in MODES if not mode.control and not mode.fp8_recipe]
+MODEL_MATRIX = {"seed": 0, "repeats": 1, "warmup_steps": 10, "steps": 120, "precisions": ARTICLE_MODES}
+# The workload a --model entry is: the user's own.
+ENTRY_WORKLOAD = next(name for name, config in WORKLOAD_CONFIG_BY_NAME.items() if config is CustomConfig)
 MODEL_BATCH_SIZE = 32
 ENTRY_CHECK_TIMEOUT_S = 600  # building a large model on the CPU takes a while; a hang does not end the run
 
@@ -32,7 +35,7 @@ ENTRY_CHECK_TIMEOUT_S = 600  # building a large model on the CPU takes a while; 
 def model_matrix(entry: str) -> tuple[Matrix, str]:
     """The one-workload matrix `--model ENTRY` runs, and its text for the run's record. A file
     entry is named from the working directory."""
-    workload = {"workload": "custom", "entry": entry, "batch_sizes": [MODEL_BATCH_SIZE]}
+    workload = {"workload": ENTRY_WORKLOAD, "entry": entry, "batch_sizes": [MODEL_BATCH_SIZE]}
     try:
         name = CustomConfig.model_validate(workload).name
         data = {"name": name, **MODEL_MATRIX, "workloads": [workload]}
@@ -70,8 +73,8 @@ def check_data_cache(matrix: Matrix) -> None:
 def check_model_names(matrix: Matrix) -> None:
     """Each model named from torchvision or timm exists there, or one line with the close names."""
     for workload in matrix.workloads:
-        if isinstance(workload, (TorchvisionConfig, TimmConfig)):
-            library, known, listed_by = MODEL_LISTS[workload.workload]()
+        if type(workload) in MODEL_LISTS:
+            library, known, listed_by = MODEL_LISTS[type(workload)]()
             architecture = workload.model.split(".", 1)[0]  # timm's pretrained tag (resnet18.a1_in1k) aside
             if architecture not in known:
                 close = difflib.get_close_matches(architecture, known, n=3)
@@ -83,7 +86,7 @@ def _torchvision_models() -> tuple[str, list[str], str]:
     import torchvision
 
     listed_by = "torchvision.models.list_models(module=torchvision.models)"  # the classification models
-    return "torchvision", torchvision.models.list_models(module=torchvision.models), listed_by
+    return torchvision.__name__, torchvision.models.list_models(module=torchvision.models), listed_by
 
 
 def _timm_models() -> tuple[str, list[str], str]:
@@ -91,10 +94,11 @@ def _timm_models() -> tuple[str, list[str], str]:
         import timm
     except ImportError:
         raise ConfigError("workload: timm needs timm: pip install 'amp-suite[timm]' (the image has it)") from None
-    return "timm", timm.list_models(), "timm.list_models()"
+    return timm.__name__, timm.list_models(), "timm.list_models()"
 
 
-MODEL_LISTS = {"torchvision": _torchvision_models, "timm": _timm_models}
+# The library that builds each kind of named model, and the names it lists.
+MODEL_LISTS = {TorchvisionConfig: _torchvision_models, TimmConfig: _timm_models}
 
 
 def check_hf_models(matrix: Matrix) -> None:

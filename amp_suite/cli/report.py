@@ -12,7 +12,7 @@ import typer
 from amp_suite.analysis.outcome import ExitCode
 from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, console, fail, folder, say, source, split_names, warn
 from amp_suite.config import ConfigError
-from amp_suite.config.precisions import SPEED_BASELINES
+from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES
 from amp_suite.paths import is_folder, shown
 from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking.uri import check_tracking_uri
@@ -38,7 +38,7 @@ def report(
     formats: Annotated[str, typer.Option("--format", help="Comma-separated: html, md, json.")] = "html,md,json",
     baseline: Annotated[
         BaselineChoice, typer.Option(help="What speedups divide by (bf16: what fp8 must beat).")  # type: ignore[valid-type]
-    ] = BaselineChoice.fp32,  # type: ignore[attr-defined]
+    ] = BaselineChoice[REFERENCE],
     references: Annotated[
         Optional[str], typer.Option(help="A shipped reference set's name or a YAML file [default: every shipped set]")
     ] = None,

@@ -26,8 +26,9 @@ from amp_suite.cli.common import (
     say,
     split_names,
 )
-from amp_suite.cli.preflight import check_workloads, model_matrix
+from amp_suite.cli.preflight import ARTICLE_MODES, MODEL_BATCH_SIZE, MODEL_MATRIX, check_workloads, model_matrix
 from amp_suite.config import ConfigError, Matrix, load_matrix, read_matrix_text
+from amp_suite.config.precisions import REFERENCE
 from amp_suite.execution.executors import Executor, OnThisBox
 from amp_suite.execution.scheduler import GpuSelection
 from amp_suite.records.rundir import RunDirectory
@@ -44,7 +45,8 @@ def run(
         Optional[str],
         typer.Option(
             help="Your own model instead of a matrix: module:function or file.py:function returning an"
-            " amp_suite.UserWorkload (fp32, tf32, fp16, bf16; batch 32, 120 steps)"
+            f" amp_suite.UserWorkload ({', '.join(ARTICLE_MODES)};"
+            f" batch {MODEL_BATCH_SIZE}, {MODEL_MATRIX['steps']} steps)"
         ),
     ] = None,
     out: OutOption = Path("runs"),
@@ -243,7 +245,7 @@ def _reporter(out: Path):
         from amp_suite.report import load_references, make_report
         from amp_suite.report.render import FORMATS
 
-        make_report(records, load_references(None), "fp32", [str(out)], 0, out / "report", FORMATS)
+        make_report(records, load_references(None), REFERENCE, [str(out)], 0, out / "report", FORMATS)
         return out / "report"
 
     return write

@@ -1,8 +1,9 @@
 """Workload configs: what each reference workload can be sized to, and where its data may come from.
 
 The registry of workloads is WORKLOAD_CONFIGS: each config class names the module that trains it
-(imported on first use), its data sources and its throughput unit, so adding a workload is one
-class here, listed there, plus its module. This module stays torch-free: reports read configs.
+(imported on first use), its data sources, its throughput unit and its metric's label, so adding a
+workload is one class here, listed there, plus its module. This module stays torch-free: reports
+read configs (amp_suite.config.recorded reads a record's back).
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ class _WorkloadBase(FrozenModel):
     module: ClassVar[str]  # the amp_suite.workloads module that builds and trains it (its WORKLOAD)
     data_sources: ClassVar[tuple[DataSource, ...]]  # where its data may come from
     throughput_unit: ClassVar[str] = "samples/s"  # the unit people quote this kind of model in
+    # The short name tables give its validation metric (its module's primary_metric); None: the
+    # metric's own name, without val_ (a user's entry names its metric).
+    metric_label: ClassVar[str | None]
     image_inputs: ClassVar[bool] = False  # 4-D inputs through convolutions: the channels_last axis applies
     reference: ClassVar[bool]  # one of the suite's own (smoke and gpu-check cover each); False: the user's
 
@@ -221,6 +225,7 @@ class _NamedImageModel(_UserWorkload):
 
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits", "hub", "imagefolder")
     throughput_unit: ClassVar[str] = "images/s"
+    metric_label: ClassVar[str | None] = "acc"
     image_inputs: ClassVar[bool] = True
 
     data: DataConfig = DataConfig(source="digits")
@@ -243,6 +248,7 @@ class ResNetConfig(_ReferenceWorkload):
     module: ClassVar[str] = "amp_suite.workloads.resnet"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits", "hub", "imagefolder")
     throughput_unit: ClassVar[str] = "images/s"
+    metric_label: ClassVar[str | None] = "acc"
     image_inputs: ClassVar[bool] = True
     matmul_heavy: ClassVar[bool] = True
 
@@ -284,6 +290,7 @@ class TransformerConfig(_ReferenceWorkload):
     module: ClassVar[str] = "amp_suite.workloads.transformer"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "hub", "text")
     throughput_unit: ClassVar[str] = "tokens/s"
+    metric_label: ClassVar[str | None] = "ppl"  # perplexity
     matmul_heavy: ClassVar[bool] = True
 
     workload: Literal["transformer"]
@@ -318,6 +325,7 @@ class MaskedLMConfig(_ReferenceWorkload):
     module: ClassVar[str] = "amp_suite.workloads.bert"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "hub", "text")
     throughput_unit: ClassVar[str] = "sequences/s"  # as NVIDIA publishes BERT pretraining
+    metric_label: ClassVar[str | None] = "mlm acc"  # the masked tokens predicted right
     matmul_heavy: ClassVar[bool] = True
 
     workload: Literal["bert"]
@@ -353,6 +361,7 @@ class Seq2SeqConfig(_ReferenceWorkload):
     module: ClassVar[str] = "amp_suite.workloads.t5"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "hub", "text")
     throughput_unit: ClassVar[str] = "samples/s"  # as Hugging Face's Trainer reports seq2seq training
+    metric_label: ClassVar[str | None] = "token acc"  # the target tokens predicted right
     matmul_heavy: ClassVar[bool] = True
 
     workload: Literal["t5"]
@@ -386,6 +395,7 @@ class Seq2SeqConfig(_ReferenceWorkload):
 class MLPConfig(_ReferenceWorkload):
     module: ClassVar[str] = "amp_suite.workloads.mlp"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic", "digits")
+    metric_label: ClassVar[str | None] = "acc"
 
     workload: Literal["mlp"]
     data: DataConfig = DataConfig(source="digits")
@@ -422,10 +432,16 @@ def _folder_digest(folder: Path) -> str:
 
 
 HfTask = Literal["causal-lm", "masked-lm", "seq-cls", "seq2seq"]
-# The unit each task's people quote, as the reference workloads of the same kind do.
+# The unit each task's people quote, and its metric's label, as the reference workloads of the same kind have.
 HF_TASK_UNITS: dict[str, str] = {
     "causal-lm": "tokens/s", "masked-lm": "sequences/s", "seq-cls": "sequences/s", "seq2seq": "samples/s",
 }  # fmt: skip
+HF_TASK_METRIC_LABELS: dict[str, str] = {
+    "causal-lm": "ppl",
+    "masked-lm": "mlm acc",
+    "seq-cls": "acc",
+    "seq2seq": "token acc",
+}
 
 
 class HfConfig(_UserWorkload):
@@ -485,6 +501,10 @@ class HfConfig(_UserWorkload):
         return HF_TASK_UNITS[self.task]
 
     @property
+    def metric_label(self) -> str:  # type: ignore[override]
+        return HF_TASK_METRIC_LABELS[self.task]
+
+    @property
     def uses_hub(self) -> bool:
         return super().uses_hub or not Path(self.model).is_dir()  # a Hub id: its config, and weights
 
@@ -523,6 +543,7 @@ class CustomConfig(_UserWorkload):
 
     module: ClassVar[str] = "amp_suite.workloads.custom"
     data_sources: ClassVar[tuple[DataSource, ...]] = ("entry",)
+    metric_label: ClassVar[str | None] = None  # the entry names its metric (UserWorkload.metric_name)
 
     workload: Literal["custom"]
     entry: str = Field(

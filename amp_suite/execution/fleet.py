@@ -25,6 +25,7 @@ from typing import Any
 
 from amp_suite.config import CellSpec, ConfigError
 from amp_suite.execution.worker import Cancelled
+from amp_suite.records.finish import finished
 from amp_suite.records.results import CellRecord, describe_error
 
 MACHINE_RESOURCE = "accelerator_type:"  # Ray's node resource per GPU model, e.g. accelerator_type:H100
@@ -110,7 +111,7 @@ class Fleet:
         log_path.write_text(result.log)
         record = CellRecord.model_validate_json(result.record_json)
         environment = {**record.environment, "ray_node": result.node}  # the host the cell ran on
-        return record.updated(log_path=str(log_path), environment=environment)
+        return finished(record, {"fleet": {"log_path": str(log_path), "environment": environment}})
 
     def _wait(self, ref, spec: CellSpec, cancelled: threading.Event | None) -> NodeResult:
         ray, homeless_since, checked = self._ray, None, time.monotonic()

@@ -15,9 +15,10 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from amp_suite.analysis.outcome import Outcome, judge
 from amp_suite.analysis.summary import SummaryRow, summarize
@@ -27,6 +28,7 @@ from amp_suite.execution.batch_search import search_batch
 from amp_suite.execution.executors import Executor, OnThisBox, Progress, RunOne
 from amp_suite.execution.scheduler import Scheduler
 from amp_suite.execution.side_by_side import SideBySide, comparisons, why_alone
+from amp_suite.records.finish import finished
 from amp_suite.records.invocations import Ending, InvocationStarted, new_id
 from amp_suite.records.jsonl import LineWriteError
 from amp_suite.records.results import BatchSearch, CellRecord, describe_error
@@ -42,6 +44,16 @@ class Display(Protocol):
     def start_cell(self, spec: CellSpec, where: str | None = None) -> None: ...
     def cell_progress(self, spec: CellSpec, phase: str, done: int, total: int) -> None: ...
     def finish_cell(self, record: CellRecord) -> None: ...
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A cell's record as its run gave it back, and what the runner's stages add to it before it is
+    finished (records.finish), each stage its own fields."""
+
+    record: CellRecord
+    identity: dict[str, Any] = field(default_factory=dict)  # batch search: the cell's own identity, the search
+    timing: dict[str, Any] = field(default_factory=dict)  # how it was timed beside its comparison's cells
 
 
 class MatrixRunner:
@@ -126,9 +138,9 @@ class MatrixRunner:
             for spec in cells:  # one at a time, in this thread
                 ids = self._start(spec)
                 run = self.executor.runner(self.directory.log_path(spec.cell_id), (), None)
-                record = self._measure(spec, run, partial(self.display.cell_progress, spec))
-                record = record.updated(ran_alone=alone) if len(cells) > 1 else record
-                done.append(self._finish(record, ids, invocation_id))
+                ran = self._measure(spec, run, partial(self.display.cell_progress, spec))
+                ran = replace(ran, timing={"ran_alone": alone}) if len(cells) > 1 else ran
+                done.append(self._finish(ran, ids, invocation_id))
         return done
 
     def _run_concurrently(self, todo: list[CellSpec], invocation_id: str, slots: list[str]) -> list[CellRecord]:
@@ -140,18 +152,18 @@ class MatrixRunner:
         def start(spec: CellSpec, held: tuple[str, ...] = ()) -> None:
             ids[spec.cell_id] = self._start(spec, self.executor.where(held) if held else None)
 
-        def finish(spec: CellSpec, record: CellRecord) -> None:
-            done[spec.cell_id] = self._finish(record, ids.pop(spec.cell_id), invocation_id)
+        def finish(spec: CellSpec, ran: Ran) -> None:
+            done[spec.cell_id] = self._finish(ran, ids.pop(spec.cell_id), invocation_id)
 
-        def launch(spec: CellSpec, held: tuple[str, ...], cancelled: threading.Event, progress: Progress):
+        def launch(spec: CellSpec, held: tuple[str, ...], cancelled: threading.Event, progress: Progress) -> Ran:
             run = self.executor.runner(self.directory.log_path(spec.cell_id), held, cancelled)
-            return self._measure(spec, run, progress).updated(ran_alone=alone.get(spec.cell_id))
+            return replace(self._measure(spec, run, progress), timing={"ran_alone": alone.get(spec.cell_id)})
 
         reasons = {spec.cell_id: self.executor.unrunnable(spec) for spec in todo}
         for spec in todo:
             if reasons[spec.cell_id]:  # recorded, not dropped: the summary shows why it is missing
                 start(spec)
-                finish(spec, CellRecord.for_spec(spec, "skipped", reasons[spec.cell_id]))
+                finish(spec, Ran(CellRecord.for_spec(spec, "skipped", reasons[spec.cell_id])))
         runnable = [spec for spec in todo if not reasons[spec.cell_id]]
         Scheduler(slots).run(runnable, start, launch, finish, self.display.cell_progress)
         return [done[spec.cell_id] for spec in todo]
@@ -168,10 +180,10 @@ class MatrixRunner:
         def start(spec: CellSpec, held: tuple[str, ...]) -> None:
             ids[spec.cell_id] = self._start(spec)
 
-        def finish(spec: CellSpec, record: CellRecord) -> None:
-            done[spec.cell_id] = self._finish(record, ids.pop(spec.cell_id), invocation_id)
+        def finish(spec: CellSpec, ran: Ran) -> None:
+            done[spec.cell_id] = self._finish(ran, ids.pop(spec.cell_id), invocation_id)
 
-        def launch(spec: CellSpec, held: tuple[str, ...], cancelled: threading.Event, progress: Progress):
+        def launch(spec: CellSpec, held: tuple[str, ...], cancelled: threading.Event, progress: Progress) -> Ran:
             i, log = index[spec.cell_id], self.directory.log_path(spec.cell_id)
             record = None
             if comparison.admit(i, cancelled):
@@ -179,11 +191,11 @@ class MatrixRunner:
             alone = comparison.alone(i, record.status if record else "refused")
             if alone is None:
                 paired = comparison.paired(i)
-                return record.updated(side_by_side_id=group_id if paired else None, turn_order=paired)
+                return Ran(record, timing={"side_by_side_id": group_id if paired else None, "turn_order": paired})
             comparison.wait_over(cancelled)
             with comparison.alone_lock:
                 record = self.executor.runner(log, (), cancelled)(spec, progress)
-            return record.updated(ran_alone=alone)
+            return Ran(record, timing={"ran_alone": alone})
 
         seats = [f"seat-{i}" for i in range(len(cells))]
         Scheduler(seats).run(cells, start, launch, finish, self.display.cell_progress)
@@ -195,29 +207,30 @@ class MatrixRunner:
         self.display.start_cell(spec, where)
         return record_id, self.tracker.start_cell(spec, record_id)
 
-    def _finish(self, record: CellRecord, ids: tuple[str, str | None], invocation_id: str) -> CellRecord:
-        record = self._complete(record, *ids, invocation_id)
+    def _finish(self, ran: Ran, ids: tuple[str, str | None], invocation_id: str) -> CellRecord:
+        runner = self._completion(ran.record, *ids, invocation_id)
+        record = finished(ran.record, {"batch search": ran.identity, "comparison": ran.timing, "runner": runner})
         self.directory.results.append(record)  # the record of truth first, then the mirror
         self.tracker.finish_cell(record)
         self.display.finish_cell(record)
         return record
 
-    def _measure(self, spec: CellSpec, run: RunOne, progress: Progress) -> CellRecord:
+    def _measure(self, spec: CellSpec, run: RunOne, progress: Progress) -> Ran:
         if spec.batch_size != AUTO_BATCH:
-            return run(spec, progress)
+            return Ran(run(spec, progress))
         unsupported = batch_search.unsupported_reason(spec.device)
         if unsupported:
-            return CellRecord.for_spec(spec, "skipped", unsupported)
+            return Ran(CellRecord.for_spec(spec, "skipped", unsupported))
         search = self._search(spec, run, progress)
         if search.skipped:  # no batch runs here (bf16 on a V100): the cell says why, as a fixed batch would
-            return CellRecord.for_spec(spec, "skipped", search.skipped, batch_search=search)
+            return Ran(CellRecord.for_spec(spec, "skipped", search.skipped, batch_search=search))
         if search.found is None:
             status, reason = ("failed", search.failure) if search.failure else ("oom", "not even batch 1 fits")
-            return CellRecord.for_spec(spec, status, reason, batch_search=search)
+            return Ran(CellRecord.for_spec(spec, status, reason, batch_search=search))
         record = run(spec.model_copy(update={"batch_size": search.found}), progress)
         # The record keeps the cell's identity (batch "auto"), so --resume and the summary find it.
         identity = {"cell_id": spec.cell_id, "config_hash": spec.config_hash, "config": spec.model_dump(mode="json")}
-        return record.updated(**identity, batch_search=search)
+        return Ran(record, identity={**identity, "batch_search": search})
 
     def _search(self, spec: CellSpec, run: RunOne, progress: Progress) -> BatchSearch:
         key = spec.model_copy(update={"seed": 0}).config_hash
@@ -259,16 +272,16 @@ class MatrixRunner:
         except LineWriteError:
             pass  # e.g. the disk is full; the next run records this invocation as killed instead
 
-    def _complete(self, record: CellRecord, record_id: str, run_id: str | None, invocation_id: str) -> CellRecord:
-        """Add what the cell could not know: its ids, the parity rule, deployment facts (filling gaps only)."""
+    def _completion(self, record: CellRecord, record_id: str, run_id: str | None, invocation_id: str) -> dict[str, Any]:
+        """What the cell could not know: its ids, the parity rule, deployment facts (filling gaps only)."""
         known = {key: value for key, value in record.environment.items() if value is not None}
-        return record.updated(
-            record_id=record_id,
-            invocation_id=invocation_id,
-            tracker_run_id=run_id,
-            parity_rule=self.matrix.parity,
-            environment={**self.environment, **known},
-        )
+        return {
+            "record_id": record_id,
+            "invocation_id": invocation_id,
+            "tracker_run_id": run_id,
+            "parity_rule": self.matrix.parity,
+            "environment": {**self.environment, **known},
+        }
 
 
 def _how_it_stopped(exc: BaseException) -> tuple[Ending, str]:

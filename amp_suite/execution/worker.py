@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 from amp_suite.config import CellSpec
+from amp_suite.records.finish import finished
 from amp_suite.records.jsonl import LineWriteError, json_safe
 from amp_suite.records.results import CellRecord
 from amp_suite.records.rundir import append_to
@@ -138,7 +139,7 @@ def run_isolated(
         where = f"see {log_path}" if logged else "it died before writing its log: see the suite's own output"
         reason = f"worker process died ({_exit_description(process.exitcode)}); {where}"
         record = CellRecord.for_spec(spec, "failed", reason, **probed)  # where it ran, if it got that far
-    return record.updated(log_path=str(log_path))
+    return finished(record, {"worker": {"log_path": str(log_path)}})
 
 
 def _receive(reader: Connection, cancelled: threading.Event | None) -> tuple[str, object]:

@@ -1,3 +1,4 @@
-"""What the device is: the article's capability rule (`capability`, torch-free), the live probe
-that feeds it (`probe`), the software environment a record carries, the machine key that decides
-which records pool, the published peak table for MFU, and `amp-suite doctor`'s checks."""
+"""What the device is: the live probe (`probe`) that applies the article's capability rule
+(amp_suite.records.machine, where the machine a record carries is described), the advice that
+follows from it (`capability`, torch-free), the software environment a record carries, the
+published peak table for MFU, and `amp-suite doctor`'s checks."""

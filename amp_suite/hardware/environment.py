@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 import amp_suite
-from amp_suite.hardware.capability import DeviceCaps
 from amp_suite.instruments.nvml import nvml_uuid
+from amp_suite.records.machine import DeviceCaps
 
 PACKAGES = ("torch", "torchvision", "transformers", "datasets", "mlflow")
 

@@ -1,5 +1,5 @@
 """Probe the live device: its name, compute capability or CPU flags, turned into DeviceCaps
-by the article's capability rule (amp_suite.hardware.capability, pure and torch-free)."""
+by the article's capability rule (amp_suite.records.machine, pure and torch-free)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from amp_suite.hardware.capability import DeviceCaps, cpu_caps, cuda_caps
+from amp_suite.records.machine import DeviceCaps, cpu_caps, cuda_caps
 
 
 def probe(device: torch.device) -> DeviceCaps:

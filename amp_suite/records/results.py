@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from amp_suite.config import AUTO_BATCH, CellSpec, ParityConfig, Status
 from amp_suite.config.base import MAX_SAMPLES, MAX_STEPS
-from amp_suite.hardware.machine import Machine
 from amp_suite.records.jsonl import append_line, each_object
+from amp_suite.records.machine import Machine
 from amp_suite.records.schema import declared, fields_of, measured, unit_of
 from amp_suite.records.series import Series, series_field
 

@@ -1,7 +1,7 @@
 """Records in, the report's content out: machines, rows, references and claims. No torch here.
 
 Everything is recomputed from the records (and the reference data): nothing is read from a log
-line or a tracker. Machines are kept apart by their key (amp_suite.hardware.machine); rows of one machine
+line or a tracker. Machines are kept apart by their key (amp_suite.records.machine); rows of one machine
 pool its hosts and say how many.
 """
 
@@ -18,10 +18,11 @@ from pydantic import BaseModel, Field
 
 import amp_suite
 from amp_suite.analysis.answer import Answer, answers
+from amp_suite.analysis.quantities import INDICATIVE
 from amp_suite.analysis.summary import BASELINE, BASELINES, SummaryRow, machine_key, setup_key, summarize
 from amp_suite.config.precisions import FP8_MODES, TF32_BASELINE
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
-from amp_suite.hardware.machine import Machine
+from amp_suite.records.machine import Machine
 from amp_suite.records.results import CellRecord, utc_now
 from amp_suite.records.schema import fields_of, unit_of
 from amp_suite.report.claims import ClaimResult, Evidence, judge_claims, thresholds_dict
@@ -42,71 +43,6 @@ class MachineEntry(BaseModel):
     records: int
 
 
-class Row(BaseModel):
-    machine: str  # a machine id
-    matrix: str
-    setup: str  # the configuration compared across precisions (and machines): all but seed and precision
-    workload: str
-    batch_size: int | None  # with batch_sizes auto: the largest this precision fitted (null: none)
-    batch: str  # as tables show it: "256", or "max 512" where it was searched for
-    max_batch: bool  # batch_sizes auto
-    batch_vs_fp32: float | None  # max_batch: this precision's batch / fp32's
-    precision: str
-    compile: str  # torch.compile mode; "off" is eager
-    channels_last: bool
-    variant: str  # compile mode and layout in words: "eager", "compiled (default), channels_last"
-    status: str  # ok, or the worst status among its seeds (failed, diverged, skipped)
-    reason: str | None
-    runs: int  # runs that finished ok (seeds x hosts)
-    hosts: int
-    throughput: float | None  # mean over ok seeds, in `unit`
-    throughput_stdev: float | None = None  # seed-to-seed standard deviation (two or more seeds), in `unit`
-    unit: str
-    step_time_ms: float | None  # mean of the seeds' median step times
-    tflops: float | None  # achieved TFLOP/s (matmul, conv and attention FLOPs of forward + backward)
-    mfu: float | None  # tflops / the GPU's published dense peak for this math mode; null where unknown
-    speedup: float | None  # against the report's baseline
-    speedup_interval: tuple[float, float] | None  # 95%, with 2+ seeds on both sides
-    speedup_vs_fp32: float | None
-    speedup_vs_tf32: float | None
-    speedup_vs_bf16: float | None = None  # what an fp8 mode must beat
-    speedup_vs_bf16_interval: tuple[float, float] | None = None
-    peak_memory_mb: float | None
-    memory_ratio: float | None  # peak memory / fp32's
-    noisy: bool  # a seed's throughput varied > 10% across the windows of its timed steps
-    spread: float | None = None  # the widest such spread, relative: what "noisy" measured
-    side_by_side: bool = False  # every seed's speedup over fp32 came from windows measured side by side
-    throttled: bool  # NVML saw the GPU slow down for power or heat during a seed's timed steps
-    energy_j_per_sample: float | None  # GPU energy per training sample (NVML); null on a CPU
-    power_w: float | None  # average GPU power during the timed steps
-    val_metric_name: str | None
-    val_metric: float | None
-    parity: str | None  # pass, fail, indicative or invalid (against fp32); null for fp32 and where a side is missing
-    parity_delta: float | None
-    parity_tolerance: float | None  # the margin
-    parity_at_risk: bool = False  # worse than the tolerance: a fail, or one seed ("indicative") beyond it
-    parity_method: str | None = None  # the rule that reached the verdict: t-test, or noise-floor (older records)
-    parity_p_value: float | None = None  # t-test: one-sided, non-inferiority at the margin
-    parity_upper_bound: float | None = None  # t-test: the degradation's one-sided upper confidence bound
-    parity_seeds: int | None = None  # the seed-paired runs the verdict rests on
-    invalid: str | None = None  # why the comparison with fp32 is invalid: a seed saw other data or batches
-    target: str | None = None  # time to target: the target, in words
-    target_reached: str | None = None  # "3/3": seeds that reached it, of those evaluated
-    steps_to_target: float | None = None  # mean over the seeds that reached it (warmup included)
-    time_to_target_s: float | None = None  # mean timed training seconds to it
-    target_speedup: float | None = None  # fp32's time to target / this mode's, over the seeds both reached
-    target_speedup_interval: tuple[float, float] | None = None
-    world_size: int | None = None  # DDP: ranks; null for a cell that is not data-parallel
-    comm_hook: str | None = None  # DDP: none (float32 all-reduce), fp16 or bf16
-    comm_share: float | None = None  # DDP: share of the synced step spent communicating
-    scaling_efficiency: float | None = None  # DDP: throughput / (world size x world size 1's), same hook
-    world_parity: str | None = None  # DDP: against world size 1 (same hook, precision)
-    world_parity_delta: float | None = None
-    hook_step_ratio: float | None = None  # DDP: step time / plain all-reduce's, same world size
-    hook_parity: str | None = None  # DDP: against plain all-reduce (same world size, precision)
-    hook_parity_delta: float | None = None
-
-
 class CellMeasures(BaseModel):
     """One record's measured quantities: every field the record schema declares measured that it has."""
 
@@ -119,7 +55,7 @@ class CellMeasures(BaseModel):
 class Report(BaseModel):
     generated_at: str
     suite_version: str
-    baseline: str  # what `speedup` divides by: fp32, tf32 or bf16
+    baseline: str  # the speed baseline the tables lead with: fp32, tf32 or bf16 (rows carry every one's speedup)
     sources: list[str]
     invocations: list[str]  # the `amp-suite run`s whose records it covers
     records: int
@@ -127,7 +63,7 @@ class Report(BaseModel):
     thresholds: dict[str, float]  # the claims' thresholds
     machines: list[MachineEntry]
     answer: list[Answer]  # per machine and comparison: the mode to train in, and why (amp_suite.analysis.answer)
-    rows: list[Row]
+    rows: list[SummaryRow]  # the summary's rows as they are, each machine by its id
     references: list[ReferenceResult]
     claims: list[ClaimResult]
     cells: list[CellMeasures] = Field(default_factory=list)  # each record's measured quantities
@@ -184,7 +120,7 @@ def build_report(
         thresholds=thresholds_dict(),
         machines=list(machines.values()),
         answer=[replace(a, machine=ids[a.machine]) for a in answers(summary, objects)],
-        rows=[_row(row, ids[row.machine], baseline) for row in summary],
+        rows=[replace(row, machine=ids[row.machine]) for row in summary],
         references=match_references(list(references), objects, summary, configs, ids),
         claims=judge_claims(evidence),
         **_cells(records, ids),
@@ -211,7 +147,7 @@ def _cells(records: Sequence[CellRecord], ids: dict[str, str]) -> dict[str, Any]
 def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:
     """What a reader would otherwise have to guess from empty columns, or miss in a verdict."""
     notes = []
-    single = [row for row in summary if row.parity is not None and row.parity.verdict == "indicative"]
+    single = [row for row in summary if row.parity is not None and row.parity.verdict == INDICATIVE]
     if single:
         notes.append(
             f"{len(single)} of {sum(row.parity is not None for row in summary)} comparisons with fp32 rest on one"
@@ -228,39 +164,6 @@ def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:
         needs = " (tf32 needs compute capability 8.0+)" if baseline == TF32_BASELINE else ""
         notes.append(f"no {baseline} run finished{needs}: every speedup against {baseline} is empty")
     return notes
-
-
-def _row(row: SummaryRow, machine_id: str, baseline: str) -> Row:
-    speedup, interval = row.speedup_against(baseline)
-    p = row.parity
-    own = ("machine", "speedup", "speedup_interval", "parity", "world_parity", "hook_parity")  # restated below
-    shared = {key: value for key, value in row.as_dict().items() if key in Row.model_fields and key not in own}
-    return Row(
-        **shared, machine=machine_id, variant=row.variant, batch=row.batch, speedup=speedup, speedup_interval=interval,
-        speedup_vs_fp32=row.speedup, parity=p.verdict if p else None, parity_delta=p and p.delta,
-        parity_tolerance=p and p.tolerance, parity_at_risk=bool(p and p.beyond_tolerance),
-        parity_method=p and p.method, parity_p_value=p and p.p_value, parity_upper_bound=p and p.upper_bound,
-        parity_seeds=p and p.seeds, **_ddp_parities(row), **_time_to_target(row),
-    )  # fmt: skip
-
-
-def _time_to_target(row: SummaryRow) -> dict[str, Any]:
-    reach = row.time_to_target
-    if reach is None:
-        return {}
-    return {
-        "target": reach.described, "target_reached": reach.counted, "steps_to_target": reach.steps,
-        "time_to_target_s": reach.seconds, "target_speedup": reach.speedup,
-        "target_speedup_interval": reach.speedup_interval,
-    }  # fmt: skip
-
-
-def _ddp_parities(row: SummaryRow) -> dict[str, Any]:
-    world, hook = row.world_parity, row.hook_parity
-    return {
-        "world_parity": world and world.verdict, "world_parity_delta": world and world.delta,
-        "hook_parity": hook and hook.verdict, "hook_parity_delta": hook and hook.delta,
-    }  # fmt: skip
 
 
 def _machine_objects(records: Sequence[CellRecord]) -> dict[str, Machine]:

@@ -15,8 +15,10 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from amp_suite.analysis.answer import answers
+from amp_suite.analysis.answer import NO_ANSWER, answers
+from amp_suite.analysis.quantities import FAIL, PASS
 from amp_suite.analysis.summary import SummaryRow
+from amp_suite.analysis.words import reach_words, times
 from amp_suite.config.precisions import (
     AMP_MODES,
     BF16_BASELINE,
@@ -27,8 +29,8 @@ from amp_suite.config.precisions import (
     UNSCALED_AMP_MODES,
     scaled_counterpart,
 )
-from amp_suite.hardware.capability import DeviceCaps, recommend
-from amp_suite.hardware.machine import Machine
+from amp_suite.hardware.capability import recommend
+from amp_suite.records.machine import Machine
 from amp_suite.records.results import CellRecord
 
 
@@ -49,6 +51,9 @@ AMP_NAMES = "/".join(AMP_MODES)  # for the reasons a claim is not measured
 SOFTMAX_OPS = ("_softmax", "softmax", "_log_softmax", "log_softmax")
 ATTENTION_OPS = "_scaled_dot_product"  # fused attention: its softmax runs inside, out of the audit's sight
 ClaimVerdict = Literal["supported", "contradicted", "not measured here"]
+SUPPORTED: ClaimVerdict = "supported"
+CONTRADICTED: ClaimVerdict = "contradicted"
+NOT_MEASURED: ClaimVerdict = "not measured here"  # no record here can support or contradict the claim
 
 
 class ClaimResult(BaseModel):
@@ -89,13 +94,13 @@ Verdict = tuple[ClaimVerdict, str]
 Check = Callable[[Evidence, Thresholds], Verdict]
 
 
-def _best(rows: list[SummaryRow], speedup: Callable[[SummaryRow], float | None]) -> dict[str, tuple[SummaryRow, float]]:
-    """Per setup, the row with the highest speedup, and that speedup."""
+def _best(rows: list[SummaryRow], baseline: str) -> dict[str, tuple[SummaryRow, float]]:
+    """Per setup, the row with the highest speedup over the baseline, and that speedup."""
     best: dict[str, tuple[SummaryRow, float]] = {}
     for row in rows:
-        value = speedup(row)
-        if value is not None and (row.setup not in best or value > best[row.setup][1]):
-            best[row.setup] = (row, value)
+        over = row.speedups.get(baseline)
+        if over is not None and (row.setup not in best or over.value > best[row.setup][1]):
+            best[row.setup] = (row, over.value)
     return best
 
 
@@ -105,32 +110,32 @@ def _listing(best: dict[str, tuple[SummaryRow, float]]) -> str:
 
 def tensor_core_speedup(e: Evidence, t: Thresholds) -> Verdict:
     if not e.machine.tensor_cores:
-        return "not measured here", "this device has no tensor cores"
+        return NOT_MEASURED, "this device has no tensor cores"
     baseline = TF32_BASELINE if e.machine.tf32 else REFERENCE  # what published figures divide by on this GPU
     rows = [r for r in e.ok(AMP_MODES) if e.compute_bound(r, t)]
-    best = _best(rows, lambda r: r.speedup_against(baseline)[0])
+    best = _best(rows, baseline)
     if not best:
         kinds = ", ".join(e.matmul_heavy_workloads) or "none in these records"
-        return "not measured here", (
+        return NOT_MEASURED, (
             f"no {AMP_NAMES} run with {baseline} of a matmul-heavy workload ({kinds}) whose {REFERENCE} step"
             f" takes >= {t.launch_bound_step_ms:g} ms (smaller ones are launch-bound)"
         )
     outside = [value for _, value in best.values() if not t.tensor_core_low <= value <= t.tensor_core_high]
-    verdict = "contradicted" if outside else "supported"
+    verdict = CONTRADICTED if outside else SUPPORTED
     claim = f"{t.tensor_core_low}-{t.tensor_core_high}x"
     return verdict, f"best AMP speedup over {baseline}: {_listing(best)} (claim: {claim})"
 
 
 def launch_bound_little_gain(e: Evidence, t: Thresholds) -> Verdict:
     if e.machine.device_type != "cuda":
-        return "not measured here", "kernel-launch overhead is a GPU effect; this is a CPU"
-    best = _best([r for r in e.ok(AMP_MODES) if e.launch_bound(r, t)], lambda r: r.speedup)
+        return NOT_MEASURED, "kernel-launch overhead is a GPU effect; this is a CPU"
+    best = _best([r for r in e.ok(AMP_MODES) if e.launch_bound(r, t)], REFERENCE)
     if not best:
         short = f"{REFERENCE} step takes < {t.launch_bound_step_ms:g} ms"
         why = f"no {AMP_NAMES} run with {REFERENCE} of a workload whose {short}"
-        return "not measured here", why
+        return NOT_MEASURED, why
     high = [value for _, value in best.values() if value > t.little_gain]
-    verdict = "contradicted" if high else "supported"
+    verdict = CONTRADICTED if high else SUPPORTED
     where = f"where the {REFERENCE} step is launch-bound"
     return verdict, f"best AMP speedup over {REFERENCE} {where}: {_listing(best)} (claim: <= {t.little_gain}x)"
 
@@ -140,15 +145,15 @@ def bf16_keeps_parity(e: Evidence, t: Thresholds) -> Verdict:
     names = "/".join(UNSCALED_AMP_MODES)
     rows = [r for r in e.rows if r.precision in UNSCALED_AMP_MODES and r.status != "skipped"]
     # A failed test whose mean is within the margin shows too few seeds, not a loss: it decides nothing.
-    judged = [r for r in rows if r.parity and (r.parity.verdict == "pass" or r.parity.lost)]
+    judged = [r for r in rows if r.parity and (r.parity.verdict == PASS or r.parity.lost)]
     if not judged:
         why = f"{names} runs have only indicative verdicts (one seed): run repeats >= 2" if rows else f"no {names} run"
-        if any(r.parity and r.parity.verdict == "fail" for r in rows):
+        if any(r.parity and r.parity.verdict == FAIL for r in rows):
             why = f"{names} runs were not shown within the margin, nor beyond it: run more seeds"
-        return "not measured here", why
-    failed = [r for r in judged if r.parity.verdict == "fail"]
+        return NOT_MEASURED, why
+    failed = [r for r in judged if r.parity.verdict == FAIL]
     listing = "; ".join(f"{r.where} {r.precision} {r.parity.verdict} ({r.parity.delta:+.4g})" for r in judged)
-    return ("contradicted" if failed else "supported"), f"without a loss scaler: {listing}"
+    return (CONTRADICTED if failed else SUPPORTED), f"without a loss scaler: {listing}"
 
 
 
@@ -163,33 +168,33 @@ def fp16_needs_scaler(e: Evidence, t: Thresholds) -> Verdict:
             continue
         underflow = fp32[setup].grad_underflow_fraction if setup in fp32 else None
         with_scaler = pairs[setup, scaled].parity.verdict if (setup, scaled) in pairs else None
-        judged = {row.parity.verdict, with_scaler} <= {"pass", "fail"}
+        judged = {row.parity.verdict, with_scaler} <= {PASS, FAIL}
         if not judged or underflow is None or underflow < t.underflow_fraction:
             continue  # no noise floor, no run with GradScaler to compare, or no small gradients to lose
-        verdicts.add("supported" if (row.parity.verdict, with_scaler) == ("fail", "pass") else "contradicted")
+        verdicts.add(SUPPORTED if (row.parity.verdict, with_scaler) == (FAIL, PASS) else CONTRADICTED)
         reach = row.time_to_target  # learning that stalls never gets to the target
         findings.append(
             f"{row.where}: {underflow:.0%} of gradients below fp16's floor;"
             f" without a scaler parity {row.parity.verdict}, with GradScaler {with_scaler}"
-            + (f"; {reach.words(precision)}" if reach is not None else "")
+            + (f"; {reach_words(reach, precision)}" if reach is not None else "")
         )
     if not findings:
-        return "not measured here", (
+        return NOT_MEASURED, (
             f"no {'/'.join(CONTROLS)} and scaled pair judged on a workload with >= {t.underflow_fraction:.0%}"
             " of gradients below fp16's floor (see experiments/failure-modes.yaml)"
         )
-    return ("contradicted" if "contradicted" in verdicts else "supported"), "; ".join(findings)
+    return (CONTRADICTED if CONTRADICTED in verdicts else SUPPORTED), "; ".join(findings)
 
 
 def amp_lowers_memory(e: Evidence, t: Thresholds) -> Verdict:
     if e.machine.device_type != "cuda":
-        return "not measured here", "a CPU's peak resident memory is not the allocator peak the claim is about"
+        return NOT_MEASURED, "a CPU's peak resident memory is not the allocator peak the claim is about"
     ratios = [r for r in e.ok(AMP_MODES) if r.memory_ratio is not None]
     if not ratios:
-        return "not measured here", f"no {AMP_NAMES} run with a {REFERENCE} baseline"
+        return NOT_MEASURED, f"no {AMP_NAMES} run with a {REFERENCE} baseline"
     median = statistics.median(r.memory_ratio for r in ratios)
     listing = "; ".join(f"{r.where} {r.precision} {r.memory_ratio:.2f}" for r in ratios)
-    verdict = "supported" if median < t.memory_ratio else "contradicted"
+    verdict = SUPPORTED if median < t.memory_ratio else CONTRADICTED
     return verdict, f"median AMP/{REFERENCE} peak memory {median:.2f} (claim: < {t.memory_ratio}): {listing}"
 
 
@@ -197,14 +202,14 @@ def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
     """The rule as the answer (analysis.answer) judges it, once per comparison, among the modes the
     rule chooses from: the claim holds where the measurement picks the rule's mode, and fails where it
     picks another; where the measurement is inconclusive, the comparison is no evidence either way."""
-    caps = _caps(e.machine)
+    caps = e.machine.caps
     if caps is None:
-        return "not measured here", "the records do not say what this device does fast"
+        return NOT_MEASURED, "the records do not say what this device does fast"
     advice = recommend(caps)
     findings, contradicted, unclear = [], False, 0
     for answer in answers(e.rows, {e.machine.key: e.machine}):
         rows = [r for r in e.rows if r.setup == answer.setup and r.precision in RULE_MODES and r.runs]
-        if not rows or not e.compute_bound(rows[0], t) or answer.verdict == "no answer":
+        if not rows or not e.compute_bound(rows[0], t) or answer.verdict == NO_ANSWER:
             continue  # the article expects little from AMP on launch-bound models: not the rule's ground
         if answer.rule_holds is None:
             unclear += 1
@@ -214,17 +219,17 @@ def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
         findings.append(f"{rows[0].where}: {found}")
     if not findings:
         inconclusive = f" ({unclear} inconclusive)" if unclear else ""
-        return "not measured here", (
+        return NOT_MEASURED, (
             f"the rule recommends {advice.precision} here; no compute-bound workload has a conclusive answer"
             f"{inconclusive}"
         )
-    return ("contradicted" if contradicted else "supported"), f"{advice.reason}. " + "; ".join(findings)
+    return (CONTRADICTED if contradicted else SUPPORTED), f"{advice.reason}. " + "; ".join(findings)
 
 
 def loss_softmax_float32(e: Evidence, t: Thresholds) -> Verdict:
     audits = [r for r in e.records if r.precision in AMP_MODES and r.status == "ok" and r.dtype_audit]
     if not audits:
-        return "not measured here", f"no dtype audit of an {AMP_NAMES} run"
+        return NOT_MEASURED, f"no dtype audit of an {AMP_NAMES} run"
     lapses, seen, fused = [], set(), set()
     for record in audits:
         audit = record.dtype_audit
@@ -240,10 +245,10 @@ def loss_softmax_float32(e: Evidence, t: Thresholds) -> Verdict:
                 if op.get("output_dtypes") != ["float32"]:
                     lapses.append(f"{record.cell_id}: {name} gave {', '.join(op['output_dtypes'])}")
     if lapses:
-        return "contradicted", "; ".join(dict.fromkeys(lapses))
+        return CONTRADICTED, "; ".join(dict.fromkeys(lapses))
     unseen = f"; softmax inside fused attention ({', '.join(sorted(fused))}) is out of the audit's sight"
     unseen = unseen if fused else ""
-    return "supported", (
+    return SUPPORTED, (
         f"{len(audits)} audited {AMP_NAMES} step(s): the loss and every softmax op seen"
         f" ({', '.join(sorted(seen)) or 'none'}) in float32{unseen}"
     )
@@ -251,13 +256,13 @@ def loss_softmax_float32(e: Evidence, t: Thresholds) -> Verdict:
 
 def pre_volta_little_gain(e: Evidence, t: Thresholds) -> Verdict:
     if e.machine.device_type != "cuda" or e.machine.tensor_cores is not False:
-        return "not measured here", "this device is not a GPU older than Volta (compute capability 7.0)"
-    best = _best(e.ok(AMP_MODES), lambda r: r.speedup)
+        return NOT_MEASURED, "this device is not a GPU older than Volta (compute capability 7.0)"
+    best = _best(e.ok(AMP_MODES), REFERENCE)
     if not best:
         why = f"no {AMP_NAMES} run with {REFERENCE} (pass --force: they are skipped on pre-Volta GPUs)"
-        return "not measured here", why
+        return NOT_MEASURED, why
     high = [value for _, value in best.values() if value > t.little_gain]
-    return ("contradicted" if high else "supported"), f"best AMP speedup over {REFERENCE}: {_listing(best)}"
+    return (CONTRADICTED if high else SUPPORTED), f"best AMP speedup over {REFERENCE}: {_listing(best)}"
 
 
 def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
@@ -270,7 +275,7 @@ def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
     plain = [r for r in rows if r.comm_hook == "none"]
     if not plain:
         why = f"no {AMP_NAMES} DDP run with plain all-reduce at world size 2 or more"
-        return "not measured here", why + (" (only world size 1)" if any(r.world_size for r in e.rows) else "")
+        return NOT_MEASURED, why + (" (only world size 1)" if any(r.world_size for r in e.rows) else "")
     largest = max(r.world_size for r in plain)
     at = [r for r in plain if r.world_size == largest]
     shares = "; ".join(f"{r.where} {r.precision} {r.comm_share:.0%}" + (" (noisy)" if r.noisy else "") for r in at)
@@ -282,12 +287,12 @@ def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
     )
     evidence += f"; compressed hooks vs float32 all-reduce: {hooked}" if hooked else "; no compressed hook run"
     if e.machine.device_type != "cuda":
-        return "not measured here", f"ranks on one CPU (gloo) measure per-call latency, not an interconnect; {evidence}"
+        return NOT_MEASURED, f"ranks on one CPU (gloo) measure per-call latency, not an interconnect; {evidence}"
     steady = [r for r in at if not r.noisy]
     if not steady:
-        return "not measured here", f"every such run was noisy; {evidence}"
+        return NOT_MEASURED, f"every such run was noisy; {evidence}"
     bound = [r for r in steady if r.comm_share >= t.comm_bound_share]
-    return ("supported" if bound else "contradicted"), evidence
+    return (SUPPORTED if bound else CONTRADICTED), evidence
 
 
 def fp8_small_matmuls_slower(e: Evidence, t: Thresholds) -> Verdict:
@@ -296,29 +301,29 @@ def fp8_small_matmuls_slower(e: Evidence, t: Thresholds) -> Verdict:
     faster one (a crossover, or none within the sizes measured); contradicted where fp8 pays at
     the smallest size measured, or a larger size is slower than a smaller one that paid."""
     if e.machine.device_type != "cuda":
-        return "not measured here", "fp8 matmuls on a CPU run in software (torch._scaled_mm's reference kernel)"
+        return NOT_MEASURED, "fp8 matmuls on a CPU run in software (torch._scaled_mm's reference kernel)"
     bf16 = {r.setup: r for r in e.ok([BF16_BASELINE]) if r.tflops and r.step_time_ms}
-    rows = [r for r in e.ok(FP8_MODES) if r.speedup_vs_bf16 is not None and r.setup in bf16]
+    rows = [r for r in e.ok(FP8_MODES) if BF16_BASELINE in r.speedups and r.setup in bf16]
     if not rows:
-        return "not measured here", "no fp8 run beside bf16 of the same setup (fp8-sweep.yaml measures the crossover)"
+        return NOT_MEASURED, "no fp8 run beside bf16 of the same setup (fp8-sweep.yaml measures the crossover)"
     verdicts, evidence = [], []
     for recipe in dict.fromkeys(r.precision for r in rows):
         by_size = sorted((r for r in rows if r.precision == recipe), key=lambda r: _gflop_per_step(bf16[r.setup]))
         listing = ", ".join(
-            f"{r.where} ({_gflop_per_step(bf16[r.setup]):,.0f} GFLOP/step) {r.speedup_vs_bf16:.2f}x"
+            f"{r.where} ({_gflop_per_step(bf16[r.setup]):,.0f} GFLOP/step) {times(r.speedups[BF16_BASELINE].value)}"
             + (" (noisy)" if r.noisy else "")
             for r in by_size
         )
-        pays = [r.speedup_vs_bf16 >= 1 for r in by_size]
+        pays = [r.speedups[BF16_BASELINE].value >= 1 for r in by_size]
         if len(by_size) < 2:
             evidence.append(f"{recipe} vs bf16 at one size only: {listing}")
             continue
         crossover = pays == sorted(pays)  # slower ones first, then only faster ones
-        verdicts.append("supported" if not pays[0] and crossover else "contradicted")
+        verdicts.append(SUPPORTED if not pays[0] and crossover else CONTRADICTED)
         evidence.append(f"{recipe} vs bf16, smallest work per step first: {listing}")
     if not verdicts:
-        return "not measured here", "; ".join(evidence) + " (a crossover needs two sizes or more)"
-    return ("contradicted" if "contradicted" in verdicts else "supported"), "; ".join(evidence)
+        return NOT_MEASURED, "; ".join(evidence) + " (a crossover needs two sizes or more)"
+    return (CONTRADICTED if CONTRADICTED in verdicts else SUPPORTED), "; ".join(evidence)
 
 
 def _gflop_per_step(row: SummaryRow) -> float:
@@ -377,14 +382,3 @@ def judge_claims(evidence: dict[str, Evidence], thresholds: Thresholds = THRESHO
 
 def thresholds_dict(thresholds: Thresholds = THRESHOLDS) -> dict[str, float]:
     return asdict(thresholds)
-
-
-def _caps(machine: Machine) -> DeviceCaps | None:
-    flags = (machine.tensor_cores, machine.fast_fp16, machine.fast_bf16, machine.tf32)
-    if any(flag is None for flag in flags):
-        return None
-    capability = None
-    if machine.compute_capability:
-        major, _, minor = machine.compute_capability.partition(".")
-        capability = (int(major), int(minor or 0))
-    return DeviceCaps(machine.device_type, machine.device_name, capability, *flags)  # type: ignore[arg-type]

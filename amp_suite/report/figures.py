@@ -12,11 +12,12 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from amp_suite.analysis.summary import EAGER, group_key, variant
+from amp_suite.analysis.quantities import Ratio
+from amp_suite.analysis.summary import EAGER, SummaryRow, group_key, variant
 from amp_suite.config import PRECISIONS
 from amp_suite.config.precisions import precision_order
 from amp_suite.records.results import CellRecord
-from amp_suite.report.build import Report, Row
+from amp_suite.report.build import Report
 from amp_suite.text import printable
 
 MAX_PANELS = 12
@@ -85,8 +86,8 @@ def _panels(count: int, width: float = 4.2, height: float = 3.2):
     return figure, list(axes.flat)
 
 
-def _by_workload(rows: Sequence[Row]) -> dict[str, list[Row]]:
-    groups: dict[str, list[Row]] = {}
+def _by_workload(rows: Sequence[SummaryRow]) -> dict[str, list[SummaryRow]]:
+    groups: dict[str, list[SummaryRow]] = {}
     for row in rows:
         batch = "max" if row.max_batch else row.batch_size  # a search's rows share one panel
         where = f"{row.workload} / batch {batch}{_variant(row.variant)} ({row.matrix})"
@@ -94,7 +95,7 @@ def _by_workload(rows: Sequence[Row]) -> dict[str, list[Row]]:
     return dict(list(groups.items())[:MAX_PANELS])
 
 
-def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row], float | None], ylabel: str,
+def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[SummaryRow], float | None], ylabel: str,
                   ratio_to: str | None, value_format: str):  # fmt: skip
     """Bars per precision, grouped by machine, one panel per workload. `ratio_to`: the baseline
     precision of values that are ratios (left out of the bars, drawn as a line at 1, with intervals)."""
@@ -115,7 +116,7 @@ def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[Row],
                 if row is None:
                     continue
                 height = value(row)
-                error = _error(row, height) if ratio_to else None
+                error = _error(row.speedups.get(ratio_to), height) if ratio_to else None
                 bars = axis.bar(j + i * width, height, width, color=PRECISION_COLORS.get(precision, "gray"),
                                 yerr=error, capsize=3, label=None if labelled else precision)  # fmt: skip
                 axis.bar_label(bars, fmt=value_format, fontsize=7, padding=2)  # the figure, not only its height
@@ -136,15 +137,19 @@ def _legend_below(axis, entries: int) -> None:
     axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(entries, 4), frameon=False)
 
 
-def _error(row: Row, height: float):
-    if row.speedup_interval is None:
+def _error(ratio: Ratio | None, height: float):
+    if ratio is None or ratio.interval is None:
         return None
-    low, high = row.speedup_interval
+    low, high = ratio.interval
     return [[max(height - low, 0)], [max(high - height, 0)]]
 
 
 def _speedup(report: Report, labels: dict[str, str]):
-    return _grouped_bars(report, labels, lambda r: r.speedup, f"x vs {report.baseline}", report.baseline, "%.2fx")
+    def speedup(row: SummaryRow) -> float | None:
+        over = row.speedups.get(report.baseline)
+        return over and over.value
+
+    return _grouped_bars(report, labels, speedup, f"x vs {report.baseline}", report.baseline, "%.2fx")
 
 
 def _memory(report: Report, labels: dict[str, str]):

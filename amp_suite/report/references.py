@@ -20,12 +20,15 @@ from amp_suite.config import ConfigError
 from amp_suite.config.loading import describe_validation_error, parse_yaml
 from amp_suite.config.precisions import REFERENCE, published_name
 from amp_suite.files import RefusedFile, read_limited
-from amp_suite.hardware.machine import Machine
+from amp_suite.records.machine import Machine
 
 SHIPPED = Path(__file__).resolve().parent.parent / "references"
 MAX_REFERENCE_BYTES = 4 << 20  # the shipped sets are a few kB
 DEFAULT_TOLERANCE = 0.15  # relative, on throughput and on speedup
 Verdict = Literal["reproduced", "not reproduced", "no matching run"]
+REPRODUCED: Verdict = "reproduced"
+NOT_REPRODUCED: Verdict = "not reproduced"
+NO_MATCHING_RUN: Verdict = "no matching run"
 
 
 class Source(BaseModel):
@@ -126,25 +129,25 @@ def match_references(
 
 def _judge(reference, machines, rows, configs, machine_ids) -> list[ReferenceResult]:
     if reference.needs:
-        return [_result(reference, None, None, "no matching run", f"out of a short matrix's reach: {reference.needs}")]
+        return [_result(reference, None, None, NO_MATCHING_RUN, f"out of a short matrix's reach: {reference.needs}")]
     if reference.gpus != 1:
-        return [_result(reference, None, None, "no matching run", f"measured on {reference.gpus} GPUs; cells use one")]
+        return [_result(reference, None, None, NO_MATCHING_RUN, f"measured on {reference.gpus} GPUs; cells use one")]
     same_gpu = [key for key, machine in machines.items() if _same_gpu(machine, reference.gpu)]
     if not same_gpu:
-        return [_result(reference, None, None, "no matching run", f"no run on {reference.gpu}")]
+        return [_result(reference, None, None, NO_MATCHING_RUN, f"no run on {reference.gpu}")]
     results = []
     for key in same_gpu:
         measured = _measure(reference, key, rows, configs)
         if measured is None:
             continue
         ratio = measured / reference.value
-        verdict = "reproduced" if abs(ratio - 1) <= reference.tolerance else "not reproduced"
+        verdict = REPRODUCED if abs(ratio - 1) <= reference.tolerance else NOT_REPRODUCED
         why = f"measured {ratio:.0%} of the published figure (tolerance ±{reference.tolerance:.0%})"
         results.append(_result(reference, machine_ids[key], measured, verdict, why))
     if not results:
         wanted = ", ".join(f"{k} {v}" for k, v in reference.config.items() if k != "data")
         why = f"runs on {reference.gpu}, but none of {reference.precision} with {wanted}"
-        return [_result(reference, None, None, "no matching run", why)]
+        return [_result(reference, None, None, NO_MATCHING_RUN, why)]
     return results
 
 

@@ -12,21 +12,23 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import get_args
 
-from amp_suite.analysis.answer import WORTHWHILE_GAIN
-from amp_suite.analysis.summary import p_value_words
-from amp_suite.config import NOISY_SPREAD
+from amp_suite.analysis.answer import WORTHWHILE_GAIN, Accuracy
+from amp_suite.analysis.quantities import FAIL, ParityVerdict
+from amp_suite.analysis.summary import SummaryRow
+from amp_suite.analysis.words import p_value_words, parity_words, ratio_words, target_words, times, verdict_words
+from amp_suite.config import NOISY_SPREAD, Status
 from amp_suite.config.precisions import (
-    BF16_BASELINE,
-    FP8_MODES,
     REFERENCE,
     SPEED_BASELINES,
-    TF32_BASELINE,
     precision_order,
 )
-from amp_suite.report.build import Report, Row
-from amp_suite.report.claims import CLAIMS
+from amp_suite.report.build import Report
+from amp_suite.report.claims import CLAIMS, NOT_MEASURED, ClaimVerdict
 from amp_suite.report.figures import Figure
+from amp_suite.report.references import NO_MATCHING_RUN
+from amp_suite.report.references import Verdict as ReferenceVerdict
 from amp_suite.text import markdown_cell, printable
 
 FORMATS = ("html", "md", "json")
@@ -105,7 +107,7 @@ def _glance(report: Report, machine: str, label: str) -> Section:
     mode (throughput mean ± seed-to-seed stdev with its runs; against fp32: speedup with its interval,
     memory, then the validation metric and the parity verdict)."""
     mine = [r for r in report.rows if r.machine == machine]
-    setups: dict[str, list[Row]] = {}
+    setups: dict[str, list[SummaryRow]] = {}
     for row in mine:
         setups.setdefault(row.setup, []).append(row)
     precisions = sorted({r.precision for r in mine}, key=precision_order)
@@ -134,18 +136,17 @@ def _glance(report: Report, machine: str, label: str) -> Section:
     return Section(f"At a glance on {label}", intro, headers, rows)
 
 
-def _glance_group(row: Row | None, reference: bool) -> list[str]:
+def _glance_group(row: SummaryRow | None, reference: bool) -> list[str]:
     """One precision's cells: throughput, (speedup, memory), validation, (parity)."""
     validation = "-" if row is None or row.val_metric is None else f"{row.val_metric:.4g}"
     if reference:
         return [_glance_throughput(row), validation]
     if row is None:
         return ["-"] * 5
-    speedup = _speedup(row.speedup, row.speedup_interval)
-    return [_glance_throughput(row), speedup, _x(row.memory_ratio), validation, _parity_word(row)]
+    return [_glance_throughput(row), ratio_words(row.speedup), times(row.memory_ratio), validation, _parity_word(row)]
 
 
-def _glance_throughput(row: Row | None) -> str:
+def _glance_throughput(row: SummaryRow | None) -> str:
     if row is None:
         return "-"
     if row.throughput is None:
@@ -154,12 +155,13 @@ def _glance_throughput(row: Row | None) -> str:
     return f"{row.throughput:,.0f}{spread} (n={row.runs})"
 
 
-def _parity_word(row: Row | None) -> str:
+def _parity_word(row: SummaryRow | None) -> str:
     if row is None or row.parity is None:
         return "-"
-    if row.parity_p_value is not None:
-        return f"{row.parity} ({p_value_words(row.parity_p_value)})"
-    return f"at risk: {row.parity}" if row.parity_at_risk and row.parity != "fail" else row.parity
+    p = row.parity
+    if p.p_value is not None:
+        return f"{p.verdict} ({p_value_words(p.p_value)})"
+    return f"at risk: {p.verdict}" if p.beyond_tolerance and p.verdict != FAIL else p.verdict
 
 
 def _cells(report: Report, labels: dict[str, str]) -> Section:
@@ -197,26 +199,17 @@ def _machines(report: Report) -> Section:
 
 
 def _machine_rows(report: Report, machine: str, label: str) -> Section:
-    other = next(b for b in SPEED_BASELINES if b != report.baseline)  # the other baseline gets a column too
+    others = [b for b in SPEED_BASELINES if b != report.baseline]  # every other baseline gets a column too
     headers = (
         "matrix", "workload", "batch", "variant", "precision", "status", "throughput", "TFLOP/s (MFU)",
-        f"speedup vs {report.baseline}", f"vs {other}", f"fp8 vs {BF16_BASELINE}", f"memory vs {REFERENCE}",
+        f"speedup vs {report.baseline}", *(f"vs {b}" for b in others), f"memory vs {REFERENCE}",
         "parity (delta / margin, test)", f"to target (vs {REFERENCE})",
     )  # fmt: skip
     mine = [r for r in report.rows if r.machine == machine]
     energy = any(r.energy_j_per_sample is not None for r in mine)  # GPUs with NVML's energy counter
     headers += ("energy / sample (power)",) if energy else ()
     notes: dict[str, int] = {}
-    rows = [
-        [r.matrix, r.workload, r.batch, r.variant, r.precision, _status(r, notes),
-         _rate(r.throughput, r.unit),
-         _tflops(r),
-         _speedup(r.speedup, r.speedup_interval),
-         _x(r.speedup_vs_tf32 if other == TF32_BASELINE else r.speedup_vs_fp32),
-         _speedup(r.speedup_vs_bf16, r.speedup_vs_bf16_interval) if r.precision in FP8_MODES else "-",
-         _x(r.memory_ratio), _parity(r), _to_target(r), *([_energy(r)] if energy else [])]
-        for r in mine
-    ]  # fmt: skip
+    rows = [_result_cells(r, (report.baseline, *others), energy, notes) for r in mine]
     intro = (
         "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) comes from the "
         "windows of each seed's timed steps (paired window by window where the modes ran side by side) and from "
@@ -233,9 +226,27 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
     return Section(f"Results on {label}", intro, headers, rows, footnotes)
 
 
+def _result_cells(row: SummaryRow, baselines: Sequence[str], energy: bool, notes: dict[str, int]) -> list[str]:
+    return [
+        row.matrix,
+        row.workload,
+        row.batch,
+        row.variant,
+        row.precision,
+        _status(row, notes),
+        _rate(row.throughput, row.unit),
+        _tflops(row),
+        *(ratio_words(row.speedups.get(baseline)) for baseline in baselines),
+        times(row.memory_ratio),
+        parity_words(row.parity),
+        target_words(row.time_to_target),
+        *([_energy(row)] if energy else []),
+    ]
+
+
 def _across(report: Report, labels: dict[str, str]) -> Section:
     machines = [m.id for m in report.machines]
-    cells: dict[tuple[str, str], dict[str, Row]] = {}
+    cells: dict[tuple[str, str], dict[str, SummaryRow]] = {}
     for row in report.rows:
         cells.setdefault((row.setup, row.precision), {})[row.machine] = row
     rows = []
@@ -250,7 +261,7 @@ def _across(report: Report, labels: dict[str, str]) -> Section:
 
 def _largest_batches(report: Report, labels: dict[str, str]) -> Section:
     rows = [
-        [labels[r.machine], r.matrix, r.workload, r.variant, r.precision, r.batch, _x(r.batch_vs_fp32),
+        [labels[r.machine], r.matrix, r.workload, r.variant, r.precision, r.batch, times(r.batch_vs_fp32),
          _rate(r.throughput, r.unit)]
         for r in report.rows if r.max_batch
     ]  # fmt: skip
@@ -263,14 +274,7 @@ def _largest_batches(report: Report, labels: dict[str, str]) -> Section:
 
 
 def _data_parallel(report: Report, labels: dict[str, str]) -> Section:
-    rows = [
-        [labels[r.machine], r.matrix, r.workload, r.batch, r.precision, str(r.world_size), r.comm_hook or "none",
-         r.status + (", noisy" if r.noisy else ""), _rate(r.throughput, r.unit), _share(r.comm_share),
-         _share(r.scaling_efficiency),
-         _verdict(r.world_parity, r.world_parity_delta), _x(r.hook_step_ratio),
-         _verdict(r.hook_parity, r.hook_parity_delta)]
-        for r in report.rows if r.world_size is not None
-    ]  # fmt: skip
+    rows = [_ddp_cells(row, labels[row.machine]) for row in report.rows if row.world_size is not None]
     intro = (
         "DDP cells: every rank at the listed batch (weak scaling), throughput over all ranks. Communication share:"
         " 1 - (step without gradient sync) / (step with it), same batches. Scaling efficiency: throughput / (world"
@@ -281,20 +285,36 @@ def _data_parallel(report: Report, labels: dict[str, str]) -> Section:
     return Section("Data-parallel (DDP)", intro, headers, rows)
 
 
+def _ddp_cells(row: SummaryRow, label: str) -> list[str]:
+    return [
+        label,
+        row.matrix,
+        row.workload,
+        row.batch,
+        row.precision,
+        str(row.world_size),
+        row.comm_hook or "none",
+        row.status + (", noisy" if row.noisy else ""),
+        _rate(row.throughput, row.unit),
+        _share(row.comm_share),
+        _share(row.scaling_efficiency),
+        verdict_words(row.world_parity),
+        times(row.hook_step_ratio),
+        verdict_words(row.hook_parity),
+    ]
+
+
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def _verdict(verdict: str | None, delta: float | None) -> str:
-    return "-" if verdict is None else f"{verdict} ({delta:+.4g})"
-
-
-def _across_cell(row: Row | None, baseline: str) -> str:
+def _across_cell(row: SummaryRow | None, baseline: str) -> str:
     if row is None:
         return "not run"
     if row.throughput is None:
         return row.status
-    return f"{_x(row.speedup)} ({_rate(row.throughput, row.unit)})"
+    over = row.speedups.get(baseline)
+    return f"{times(over and over.value)} ({_rate(row.throughput, row.unit)})"
 
 
 def _references(report: Report, labels: dict[str, str]) -> Section:
@@ -351,7 +371,6 @@ def _claims(report: Report, labels: dict[str, str]) -> Section:
     return Section("The article's claims", intro, ("claim", "machine", "verdict", "evidence"), rows, notes)
 
 
-NO_MATCHING_RUN, NOT_MEASURED = "no matching run", "not measured here"
 
 
 def without_empty_columns(section: Section, keep: int) -> Section:
@@ -367,7 +386,7 @@ def without_empty_columns(section: Section, keep: int) -> Section:
 # -- cells -----------------------------------------------------------------------------------
 
 
-def _status(row: Row, notes: dict[str, int]) -> str:
+def _status(row: SummaryRow, notes: dict[str, int]) -> str:
     """The status, with its reason as a numbered note (a skip reason repeats on many rows), and
     whether its throughput was noisy."""
     noisy = f", noisy (spread {row.spread:.0%})" if row.noisy and row.spread is not None else ", noisy" * row.noisy
@@ -377,7 +396,7 @@ def _status(row: Row, notes: dict[str, int]) -> str:
     return f"{status} [{notes.setdefault(row.reason, len(notes) + 1)}]"
 
 
-def _energy(row: Row) -> str:
+def _energy(row: SummaryRow) -> str:
     if row.energy_j_per_sample is None:
         return "-"
     power = f" ({row.power_w:,.0f} W)" if row.power_w is not None else ""
@@ -392,45 +411,10 @@ def _figure(value: float, unit: str) -> str:
     return f"{value:,.0f} {unit}" if abs(value) >= 1000 else f"{value:.4g} {unit}"
 
 
-def _tflops(row: Row) -> str:
+def _tflops(row: SummaryRow) -> str:
     if row.tflops is None:
         return "-"
     return f"{row.tflops:.3g}" + (f" ({row.mfu:.0%})" if row.mfu is not None else "")
-
-
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def _speedup(value: float | None, interval: tuple[float, float] | None) -> str:
-    if value is None:
-        return "-"
-    return _x(value) + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
-
-
-def _parity(row: Row) -> str:
-    """E.g. "pass (+0.002 / 0.018, t-test p=0.012, 3 seeds)"; a one-seed delta beyond its margin says so
-    first: "at risk: indicative (-0.062 / 0.0176)"; an older record's rule is named: "pass (+0 / 0.018,
-    noise-floor rule)"."""
-    if row.parity is None:
-        return "-"
-    if row.parity == "invalid":
-        return f"invalid: {row.invalid}"
-    at_risk = "at risk: " if row.parity_at_risk and row.parity != "fail" else ""
-    if row.parity_p_value is not None:
-        test = f", t-test {p_value_words(row.parity_p_value)}, {row.parity_seeds} seeds"
-    else:
-        test = f", {row.parity_method} rule" if row.parity_method not in (None, "t-test") else ""
-    return f"{at_risk}{row.parity} ({row.parity_delta:+.3g} / {row.parity_tolerance:.3g}{test})"
-
-
-def _to_target(row: Row) -> str:
-    """E.g. "1.61x [1.40, 1.85] (3/3 seeds)", or "never (0/3 seeds)"."""
-    if row.target_reached is None:
-        return "-"
-    if row.target_speedup is None:
-        return f"never ({row.target_reached} seeds)" if row.target_reached.startswith("0/") else row.target_reached
-    return f"{_speedup(row.target_speedup, row.target_speedup_interval)} ({row.target_reached} seeds)"
 
 
 # -- formats ---------------------------------------------------------------------------------
@@ -478,10 +462,10 @@ def to_html(report: Report, figures: Sequence[Figure]) -> str:
     )
 
 
+# The words a cell may start with that say how it went, each declared where it is decided.
 VERDICT_WORDS = (
-    "supported", "contradicted", "not measured here", "reproduced", "not reproduced", "no matching run",
-    "pass", "fail", "indicative", "ok", "skipped", "failed", "diverged", "oom",
-    "accuracy kept", "accuracy at risk", "accuracy lost", "accuracy not compared", "at risk:",
+    *get_args(ClaimVerdict), *get_args(ReferenceVerdict), *get_args(ParityVerdict), *get_args(Status),
+    *(f"accuracy {word}" for word in get_args(Accuracy)), "at risk:",
 )  # fmt: skip
 
 

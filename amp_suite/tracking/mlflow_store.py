@@ -29,9 +29,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from amp_suite.analysis.answer import Answer, answers
+from amp_suite.analysis.answer import INCONCLUSIVE, RECOMMENDED, Answer, answers
+from amp_suite.analysis.quantities import FAIL, JUDGED, PASS
 from amp_suite.analysis.summary import SummaryRow, group_key, natural_throughput
 from amp_suite.analysis.time_to_target import crossing
+from amp_suite.analysis.words import times
+from amp_suite.config.precisions import REFERENCE
 from amp_suite.errors import ConfigError
 from amp_suite.paths import shown
 from amp_suite.records.invocations import InvocationStarted
@@ -243,20 +246,22 @@ class MlflowStore:
             row = rows.get(group_key(record))
             if row is None or record.status == "skipped":  # a skipped cell's run is set aside: nothing to add
                 continue
-            metrics = [("speedup", row.speedup, 0), ("speedup_vs_tf32", row.speedup_vs_tf32, 0),
-                       ("speedup_vs_bf16", row.speedup_vs_bf16, 0),
-                       ("memory_ratio", row.memory_ratio, 0)]  # fmt: skip
-            tags = {"speedup": "-" if row.speedup is None else f"{row.speedup:.2f}x", "noisy": row.noisy,
-                    "throttled": row.throttled}  # fmt: skip
+            metrics = [(_speedup_metric(baseline), over.value, 0) for baseline, over in row.speedups.items()]
+            metrics.append(("memory_ratio", row.memory_ratio, 0))
+            tags = {"speedup": times(row.speedup and row.speedup.value), "noisy": row.noisy, "throttled": row.throttled}
             if row.parity is not None:
                 p = row.parity
-                metrics += [("parity_delta", p.delta, 0), ("parity_margin", p.tolerance, 0),
-                            ("parity_p_value", p.p_value, 0), ("parity_seeds", p.seeds, 0)]  # fmt: skip
+                metrics += [
+                    ("parity_delta", p.delta, 0),
+                    ("parity_margin", p.tolerance, 0),
+                    ("parity_p_value", p.p_value, 0),
+                    ("parity_seeds", p.seeds, 0),
+                ]
                 tags["parity"] = p.verdict
-                if p.verdict in ("pass", "fail"):  # sortable; "indicative" is no verdict to chart
-                    metrics.append(("parity_pass", float(p.verdict == "pass"), 0))
-                if p.reason:
-                    tags["parity_invalid"] = p.reason
+                if p.verdict in JUDGED:  # sortable; "indicative" is no verdict to chart
+                    metrics.append(("parity_pass", float(p.verdict == PASS), 0))
+                if p.invalid:
+                    tags["parity_invalid"] = p.invalid.words
             if (reach := row.time_to_target) is not None:
                 metrics += [("target_speedup", reach.speedup, 0), ("target_reached_seeds", reach.reached, 0)]
                 tags["target"] = reach.described
@@ -289,9 +294,11 @@ class MlflowStore:
         lines = [f"- **{a.workload}** (batch {a.batch}, {a.variant}): {a.sentence}" for a in found]
         note = "\n".join(["**The answer** (amp-suite: fp32 is the reference)", "", *lines])
         metrics = [(f"{workload}.answer_speedup", speedup, 0) for workload, speedup in _answered(found).items()]
-        metrics += [("parity_failures", sum(1 for r in summary if r.parity and r.parity.verdict == "fail"), 0),
-                    ("noisy_rows", sum(1 for r in summary if r.noisy), 0),
-                    ("inconclusive_answers", sum(1 for a in found if a.verdict == "inconclusive"), 0)]  # fmt: skip
+        metrics += [
+            ("parity_failures", sum(1 for r in summary if r.parity and r.parity.verdict == FAIL), 0),
+            ("noisy_rows", sum(1 for r in summary if r.noisy), 0),
+            ("inconclusive_answers", sum(1 for a in found if a.verdict == INCONCLUSIVE), 0),
+        ]
         metrics += [(f"cells_{status}", count, 0) for status, count in Counter(r.status for r in records).items()]
         skipped = "; ".join(f"{r.cell_id}: {r.reason}" for r in records if r.status == "skipped")
         tags = {MLFLOW_NOTE: note[:MAX_TAG_LENGTH], "skipped_cells": skipped[:MAX_TAG_LENGTH] or "none"}
@@ -396,7 +403,7 @@ def _answered(found: Sequence[Answer]) -> dict[str, float]:
     has several comparisons); a workload whose answers recommend no mode has none."""
     best: dict[str, float] = {}
     for answer in found:
-        if answer.verdict == "recommended" and answer.speedup is not None:
+        if answer.verdict == RECOMMENDED and answer.speedup is not None:
             best[answer.workload] = max(best.get(answer.workload, 0.0), answer.speedup)
     return best
 
@@ -442,6 +449,11 @@ def _charted(curve: Sequence[float]) -> Iterator[tuple[int, float]]:
     if steps and steps[-1] != len(curve) - 1:
         steps = [*steps, len(curve) - 1]
     return ((step, curve[step]) for step in steps)
+
+
+def _speedup_metric(baseline: str) -> str:
+    """"speedup" over the reference, as the runs table sorts by; "speedup_vs_<baseline>" over any other."""
+    return "speedup" if baseline == REFERENCE else f"speedup_vs_{baseline}"
 
 
 def _millis(iso: str) -> int:

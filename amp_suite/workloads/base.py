@@ -37,7 +37,7 @@ class Workload(ABC):
     """What the loop and the pipeline need of any workload, a reference one or the user's own
     (amp_suite.workloads.custom): data, a fresh model, the loss under autocast, an evaluation."""
 
-    primary_metric = "val_accuracy"
+    primary_metric = "val_accuracy"  # tables label it with its config's metric_label
     higher_is_better = True
 
     def __init__(self, config, channels_last: bool = False) -> None:
@@ -118,53 +118,37 @@ class Classifier(SourcedWorkload):
     def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(self.logits(model, inputs), targets)
 
-    @torch.no_grad()
     def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
-        model.eval()
-        loss_sum = torch.zeros((), device=data.inputs.device)
-        correct = torch.zeros((), device=data.inputs.device, dtype=torch.long)
-        for inputs, targets in in_batches(data, batch_size):
+        def sums(inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
             with context():
                 logits = self.logits(model, inputs)
-            loss_sum += F.cross_entropy(logits.float(), targets, reduction="sum")
-            correct += (logits.argmax(dim=1) == targets).sum()
-        model.train()
-        count = len(data)
-        # .item() synchronises: evaluation runs after the timed region.
-        return {"val_loss": loss_sum.item() / count, "val_accuracy": correct.item() / count}
+            return F.cross_entropy(logits.float(), targets, reduction="sum"), (logits.argmax(dim=1) == targets).sum()
 
-
-IGNORED_LABEL = -100  # the label Hugging Face's losses skip
-
-
-class LabelledTokens(SourcedWorkload):
-    """A Hugging Face model whose forward takes input_ids and labels and returns its loss and
-    logits (masked LM, seq2seq). Validation counts the labelled tokens predicted right; positions
-    labelled IGNORED_LABEL are neither trained on nor counted."""
-
-    def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return model(input_ids=inputs, labels=targets).loss  # cross-entropy over the labelled tokens
-
-    @torch.no_grad()
-    def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
-        model.eval()
-        loss_sum = torch.zeros((), device=data.inputs.device)
-        correct = torch.zeros((), device=data.inputs.device, dtype=torch.long)
-        for inputs, targets in in_batches(data, batch_size):
-            with context():
-                out = model(input_ids=inputs, labels=targets)
-            counted = targets != IGNORED_LABEL
-            loss_sum += out.loss.float() * counted.sum()  # the loss is a mean over this batch's labelled tokens
-            correct += (out.logits.argmax(dim=-1)[counted] == targets[counted]).sum()
-        model.train()
-        count = (data.targets != IGNORED_LABEL).sum().item()  # synchronises: evaluation runs after the timed steps
-        return {"val_loss": loss_sum.item() / count, self.primary_metric: correct.item() / count}
+        loss_sum, correct = validation_sums(model, data, batch_size, sums)
+        return {"val_loss": loss_sum / len(data), "val_accuracy": correct / len(data)}
 
 
 def in_batches(data: TensorData, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """A validation set in order, `batch_size` samples at a time (the last batch may be smaller)."""
     for start in range(0, len(data), batch_size):
         yield data.inputs[start : start + batch_size], data.targets[start : start + batch_size]
+
+
+# What one validation batch adds to the totals, from its (inputs, targets): a loss sum, a count of hits.
+BatchSums = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
+
+
+@torch.no_grad()
+def validation_sums(model: nn.Module, data: TensorData, batch_size: int, sums: BatchSums) -> tuple[float, ...]:
+    """`sums` of each validation batch, added up over the set in order, with the model in eval mode.
+    Read once, at the end: .item() synchronises, and evaluation runs after the timed steps."""
+    model.eval()
+    totals: tuple[torch.Tensor, ...] = ()
+    for inputs, targets in in_batches(data, batch_size):
+        batch = sums(inputs, targets)
+        totals = tuple(total + value for total, value in zip(totals, batch, strict=True)) if totals else batch
+    model.train()
+    return tuple(total.item() for total in totals)
 
 
 def require(module: str, workload: str) -> ModuleType:

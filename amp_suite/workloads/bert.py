@@ -10,16 +10,14 @@ never holds.
 
 from __future__ import annotations
 
-from typing import Any
-
-import datasets
 import torch
 from torch import nn
 
 from amp_suite.data import TensorData
-from amp_suite.data.convert import check_vocabulary, token_tensors
-from amp_suite.data.generated import DATA_SEED, markov_corpus
-from amp_suite.workloads.base import IGNORED_LABEL, LabelledTokens, require
+from amp_suite.data.convert import check_vocabulary
+from amp_suite.data.generated import DATA_SEED
+from amp_suite.workloads.base import require
+from amp_suite.workloads.tokens import IGNORED_LABEL, LabelledTokens
 
 transformers = require("transformers", "bert")
 
@@ -27,26 +25,20 @@ transformers = require("transformers", "bert")
 class MaskedLMWorkload(LabelledTokens):
     primary_metric = "val_mlm_accuracy"  # the share of masked tokens predicted right
 
-    generator = staticmethod(markov_corpus)
-
     @property
     def mask_id(self) -> int:
         return self.config.vocab_size - 1
 
-    def generator_params(self) -> dict[str, Any]:
-        return {"seq_len": self.config.seq_len, "vocab_size": self.mask_id}  # [MASK] is never data
+    def data_vocab_size(self) -> int:
+        return self.mask_id  # [MASK] is never data
 
-    def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
-        tokens = token_tensors(split, self.config.seq_len, limit).inputs
+    def cut(self, tokens: torch.Tensor) -> TensorData:
         check_vocabulary(tokens, self.mask_id)  # the last id is [MASK]'s alone
         draws = torch.rand(tokens.shape, generator=torch.Generator().manual_seed(DATA_SEED))
         masked = draws < self.config.mask_fraction
         masked[:, 0] |= ~masked.any(dim=1)  # every sequence has a token to predict
         inputs = tokens.masked_fill(masked, self.mask_id)
         return TensorData(inputs, tokens.masked_fill(~masked, IGNORED_LABEL))  # unmasked: not trained on, not counted
-
-    def check(self, train: TensorData, description: str) -> None:
-        check_vocabulary(train.inputs, self.config.vocab_size)
 
     def build_model(self, train: TensorData) -> nn.Module:
         c = self.config

@@ -36,7 +36,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from amp_suite.data import TensorData
-from amp_suite.workloads.base import LoadedData, Workload, in_batches
+from amp_suite.workloads.base import LoadedData, Workload, validation_sums
 from amp_suite.workloads.entry import EntryError, find_entry
 
 METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
@@ -58,7 +58,8 @@ class UserWorkload:
         forward pass (default: cross-entropy over logits).
     metric(outputs, targets): the validation metric of one batch, a mean over its samples
         (default: accuracy); the suite averages it over the validation set, weighting by batch.
-    metric_name: recorded as val_<metric_name>; higher_is_better: the metric's direction.
+    metric_name: recorded as val_<metric_name>, labelled <metric_name> in tables; higher_is_better: the
+        metric's direction.
     optimizer(parameters): default AdamW at the workload's `lr`.
     """
 
@@ -126,24 +127,20 @@ class CustomWorkload(Workload):
     def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return self.built.loss(model(inputs), targets)
 
-    @torch.no_grad()
     def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
-        model.eval()
-        loss_sum = torch.zeros((), device=data.inputs.device)
-        metric_sum = torch.zeros((), device=data.inputs.device, dtype=torch.float64)
-        for inputs, targets in in_batches(data, batch_size):
+        def sums(inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
             with context():
                 outputs = model(inputs)
                 loss = self.built.loss(outputs, targets)
-            loss_sum += loss.float() * len(inputs)
-            metric_sum += torch.as_tensor(self.built.metric(outputs, targets), dtype=torch.float64) * len(inputs)
-        model.train()
-        count = len(data)
-        metric = metric_sum.item() / count  # synchronises: evaluation runs after the timed steps
+            metric = torch.as_tensor(self.built.metric(outputs, targets), dtype=torch.float64)
+            return loss.float() * len(inputs), metric * len(inputs)
+
+        loss_sum, metric_sum = validation_sums(model, data, batch_size, sums)
+        metric = metric_sum / len(data)
         if not math.isfinite(metric):
             name, entry = self.built.metric_name, self.config.entry
             raise ValueError(f"the metric {name} of {entry} is {metric}: it must be a finite number")
-        return {"val_loss": loss_sum.item() / count, self.primary_metric: metric}
+        return {"val_loss": loss_sum / len(data), self.primary_metric: metric}
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         if self.built.optimizer is None:

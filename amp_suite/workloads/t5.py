@@ -9,15 +9,12 @@ lengths: the cells keep it on the device, and every precision sees the same toke
 
 from __future__ import annotations
 
-from typing import Any
-
-import datasets
+import torch
 from torch import nn
 
 from amp_suite.data import TensorData
-from amp_suite.data.convert import check_vocabulary, token_tensors
-from amp_suite.data.generated import markov_corpus
-from amp_suite.workloads.base import LabelledTokens, require
+from amp_suite.workloads.base import require
+from amp_suite.workloads.tokens import LabelledTokens
 
 transformers = require("transformers", "t5")
 
@@ -25,23 +22,16 @@ transformers = require("transformers", "t5")
 class Seq2SeqWorkload(LabelledTokens):
     primary_metric = "val_token_accuracy"  # the share of target tokens predicted right (every one is labelled)
 
-    generator = staticmethod(markov_corpus)
-
     def lengths(self) -> tuple[int, int]:
         """Tokens per sample the encoder reads and the decoder predicts."""
         return self.config.source_len, self.config.target_len
 
-    def generator_params(self) -> dict[str, Any]:
-        return {"seq_len": sum(self.lengths()), "vocab_size": self.config.vocab_size}
+    def block_len(self) -> int:
+        return sum(self.lengths())
 
-    def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
-        source_len, target_len = self.lengths()
-        blocks = token_tensors(split, source_len + target_len, limit).inputs
+    def cut(self, blocks: torch.Tensor) -> TensorData:
+        source_len = self.lengths()[0]
         return TensorData(blocks[:, :source_len].contiguous(), blocks[:, source_len:].contiguous())
-
-    def check(self, train: TensorData, description: str) -> None:
-        check_vocabulary(train.inputs, self.config.vocab_size)
-        check_vocabulary(train.targets, self.config.vocab_size)
 
     def build_model(self, train: TensorData) -> nn.Module:
         c = self.config

@@ -3,34 +3,23 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
-import datasets
 import torch
 from torch import nn
 
 from amp_suite.data import TensorData
-from amp_suite.data.convert import check_vocabulary, token_tensors
-from amp_suite.data.generated import markov_corpus
-from amp_suite.workloads.base import SourcedWorkload, in_batches, require
+from amp_suite.workloads.base import require, validation_sums
+from amp_suite.workloads.tokens import TokenBlocks
 
 transformers = require("transformers", "transformer")
 
 
-class TransformerWorkload(SourcedWorkload):
+class TransformerWorkload(TokenBlocks):
     primary_metric = "val_perplexity"
     higher_is_better = False
 
-    generator = staticmethod(markov_corpus)
-
-    def generator_params(self) -> dict[str, Any]:
-        return {"seq_len": self.config.seq_len, "vocab_size": self.config.vocab_size}
-
-    def tensors(self, split: datasets.Dataset, limit: int) -> TensorData:
-        return token_tensors(split, self.config.seq_len, limit)
-
-    def check(self, train: TensorData, description: str) -> None:
-        check_vocabulary(train.inputs, self.config.vocab_size)
+    def cut(self, blocks: torch.Tensor) -> TensorData:
+        return TensorData(blocks, blocks)  # a causal LM: the model shifts the labels itself
 
     def build_model(self, train: TensorData) -> nn.Module:
         c = self.config
@@ -52,16 +41,14 @@ class TransformerWorkload(SourcedWorkload):
     def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return model(input_ids=inputs, labels=targets).loss
 
-    @torch.no_grad()
     def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
-        model.eval()
-        loss_sum = torch.zeros((), device=data.inputs.device)
-        for inputs, _ in in_batches(data, batch_size):
+        def sums(inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor]:
             with context():
-                loss = self.loss(model, inputs, inputs)
-            loss_sum += loss.float() * len(inputs)  # every sequence has seq_len - 1 predicted tokens
-        model.train()
-        val_loss = loss_sum.item() / len(data)  # synchronises: after the timed region
+                loss = self.loss(model, inputs, targets)
+            return (loss.float() * len(inputs),)  # every sequence has seq_len - 1 predicted tokens
+
+        (loss_sum,) = validation_sums(model, data, batch_size, sums)
+        val_loss = loss_sum / len(data)
         return {"val_loss": val_loss, "val_perplexity": math.exp(val_loss)}
 
 

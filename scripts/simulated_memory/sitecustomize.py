@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_leaves
 
 import amp_suite.cell.run
 import amp_suite.execution.batch_search
-from amp_suite.hardware.capability import cpu_caps
+from amp_suite.records.machine import cpu_caps
 
 BUDGET = int(os.environ["DEVICE_BYTES"])
 amp_suite.execution.batch_search.unsupported_reason = lambda device: None

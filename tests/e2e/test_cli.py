@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import amp_suite, embedded, nested_runs, read_records, tiny_matrix
 
-from amp_suite.hardware.machine import Machine
+from amp_suite.records.machine import Machine
 from amp_suite.records.results import CellRecord
 from amp_suite.records.schema import fields_of
 
@@ -90,8 +90,9 @@ def test_a_record_whose_batches_differ_from_fp32s_makes_its_comparison_invalid_i
     assert done.returncode == 0, done.stderr
     report = json.loads((edited / "report" / "report.json").read_text())
     bf16 = next(row for row in report["rows"] if row["precision"] == "bf16")
-    assert bf16["parity"] == "invalid"
-    assert bf16["invalid"].startswith("seed 0, batch 8: batch order 000000000000 differs from fp32's")
+    assert bf16["parity"]["verdict"] == "invalid" and bf16["parity"]["invalid"]["kind"] == "batch order"
+    differed = bf16["parity"]["invalid"]["words"]
+    assert differed.startswith("seed 0, batch 8: batch order 000000000000 differs from fp32's")
     (answer,) = report["answer"]
     assert answer["mode"] != "bf16" and "bf16 not compared with fp32, which saw other data (seed 0" in (
         answer["sentence"]

@@ -1,7 +1,8 @@
 """`amp-suite run --ray`: a real Ray cluster on loopback, a head and a worker node, the worker
 offering the resource Ray gives a node by its GPU model (accelerator_type:A100) and two GPUs it
 does not have, standing in for an A100 box. The cells run on the CPU of that node, through the CLI
-as users run it."""
+as users run it. An address where no cluster answers needs no cluster, nor the machine to itself:
+tests/e2e/test_fleet_address.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import psutil
@@ -201,17 +201,3 @@ def test_a_lost_worker_node_leaves_failed_records_not_gaps(tmp_path, cluster):  
     assert {r["status"] for r in records} == {"failed"}, stdout + stderr
     assert all(r["reason"].startswith("lost on the Ray cluster") for r in records)
     assert run.returncode == 3  # failed cells: the matrix ended, with failures
-
-
-@pytest.mark.parametrize("address", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}"])
-def test_no_cluster_at_the_address_is_a_one_line_error_in_seconds(tmp_path, address):
-    address = address.format(port=free_port())  # nothing listens there
-    clock = time.monotonic()
-    done = amp_suite(
-        "run", "--matrix", str(_matrix(tmp_path)), "--out", str(tmp_path / "out"), "--device", "cpu", "--ray", address,
-        cwd=tmp_path, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert f"--ray {address}: no Ray cluster answers" in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert time.monotonic() - clock < 30  # Ray's own retries would take minutes
-    assert not (tmp_path / "out").exists()

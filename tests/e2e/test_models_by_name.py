@@ -11,13 +11,18 @@ import transformers
 import yaml
 from conftest import amp_suite, read_records
 
+from amp_suite.cli.preflight import check_workloads
+from amp_suite.config import ConfigError, load_matrix
+
 SMALL = {"batch_sizes": [16], "samples": 128, "force": ["bf16"]}
 TOKENS = {**SMALL, "seq_len": 32, "data": {"source": "synthetic", "val_samples": 32}}
 IMAGES = {**SMALL, "image_size": 32, "num_classes": 10, "data": {"source": "digits", "val_samples": 32}}
 
 
 def matrix_file(tmp_path, workloads: list[dict], precisions=("fp32", "bf16")):
-    matrix = {"name": "by-name", "seed": 0, "warmup_steps": 2, "steps": 10, "precisions": list(precisions),
+    # Four timed steps, as conftest.tiny_matrix: what is checked is that each model runs to an
+    # answer, not what the answer is (a mobilenet or ViT step here is a few hundred ms).
+    matrix = {"name": "by-name", "seed": 0, "warmup_steps": 2, "steps": 4, "precisions": list(precisions),
               "workloads": workloads}  # fmt: skip
     path = tmp_path / "matrix.yaml"
     path.write_text(yaml.safe_dump(matrix))
@@ -99,11 +104,21 @@ def test_a_name_the_library_does_not_list_is_one_line_with_the_close_ones(tmp_pa
     ],
 )  # fmt: skip
 def test_a_hugging_face_model_that_cannot_run_is_one_line_before_any_cell(tmp_path, workload, line):
+    """What `amp-suite run` checks before any cell (reading the matrix, then cli.preflight), in this
+    process: each CLI run would import transformers again. The next test runs one through the CLI."""
     (tmp_path / "models").mkdir()
     save_tiny_configs(tmp_path / "models")
-    done, out = run_matrix(tmp_path, [{"workload": "hf", **TOKENS, **workload}])
+    with pytest.raises(ConfigError) as refused:
+        check_workloads(load_matrix(matrix_file(tmp_path, [{"workload": "hf", **TOKENS, **workload}])))
+    assert line in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_hugging_face_model_refused_ends_the_run_at_its_line_before_anything_is_written(tmp_path):
+    (tmp_path / "models").mkdir()
+    save_tiny_configs(tmp_path / "models")
+    done, out = run_matrix(tmp_path, [{"workload": "hf", **TOKENS, "model": "models/tiny-llama", "task": "seq2seq"}])
     assert done.returncode == 2, done.stdout + done.stderr
-    assert line in done.stderr
+    assert "tiny-llama: llama has no seq2seq model" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (out / "results.jsonl").exists()
 

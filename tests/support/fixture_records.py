@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from amp_suite.config import Matrix, ParityConfig
-from amp_suite.hardware.machine import Machine
+from amp_suite.records.machine import Machine
 from amp_suite.records.results import CellRecord
 
 A100 = Machine(

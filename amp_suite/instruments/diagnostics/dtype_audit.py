@@ -28,8 +28,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from amp_suite.cell.precision import PrecisionPolicy
 from amp_suite.config.precisions import MODE_BY_NAME
+from amp_suite.instruments.diagnostics import PrecisionStep
 from amp_suite.instruments.diagnostics.scaled_mm import ScaledMatmuls, scaled_matmuls
 
 LOWER = (torch.float16, torch.bfloat16)
@@ -95,7 +95,7 @@ class _Recorder(TorchDispatchMode):
 def audit_step(
     model: nn.Module,
     loss_fn: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor],
-    policy: PrecisionPolicy,
+    policy: PrecisionStep,
     inputs: torch.Tensor,
     targets: torch.Tensor,
 ) -> dict[str, Any]:

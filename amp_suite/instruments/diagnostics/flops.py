@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode, conv_flop_count, sdpa_backward_flop_count, sdpa_flop_count
 
-from amp_suite.cell.precision import PrecisionPolicy
+from amp_suite.instruments.diagnostics import PrecisionStep
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class OtherArithmetic(TorchDispatchMode):
 def count_step_flops(
     model: nn.Module,
     loss_fn: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor],
-    policy: PrecisionPolicy,
+    policy: PrecisionStep,
     inputs: torch.Tensor,
     targets: torch.Tensor,
 ) -> StepFlops:

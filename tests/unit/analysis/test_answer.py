@@ -49,7 +49,7 @@ def test_no_worthwhile_gain_is_a_conclusive_fp32_and_the_rule_is_reconciled_with
     answer = answer_of(CPU, {"fp32": [(1000.0, 0.9)], "bf16": [(1010.0, 0.9)], "fp16": [(300.0, 0.9)]})
     assert (answer.verdict, answer.mode, answer.accuracy) == ("stay", "fp32", "kept")
     low, high = next(r for r in build_report(records(CPU, MLP, {"fp32": [(1000.0, 0.9)], "bf16": [(1010.0, 0.9)]}),
-                                             []).rows if r.precision == "bf16").speedup_interval  # fmt: skip
+                                             []).rows if r.precision == "bf16").speedup.interval  # fmt: skip
     assert 1 < low < high < 1.05  # faster beyond noise, but by less than is worth a change of precision
     assert answer.sentence.startswith(
         f"no mode beats fp32 by 5% or more here: the fastest, bf16, ran at 1.01x [{low:.2f}, {high:.2f}] fp32's speed"

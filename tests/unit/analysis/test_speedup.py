@@ -68,10 +68,10 @@ def test_no_windows_and_one_seed_give_no_interval_to_pretend_with():
 
 def test_the_summary_says_when_every_seed_ran_side_by_side():
     rows = {r.precision: r for r in summarize([cell("fp32", 1000.0), cell("bf16", 800.0)])}
-    assert rows["bf16"].side_by_side and rows["bf16"].speedup_interval == pytest.approx((0.8, 0.8))
+    assert rows["bf16"].speedup.side_by_side and rows["bf16"].speedup.interval == pytest.approx((0.8, 0.8))
     assert rows["bf16"].noisy is False and rows["bf16"].throughput_range == pytest.approx((240.0, 800.0))
     apart = {r.precision: r for r in summarize([cell("fp32", 1000.0, pair=None), cell("bf16", 800.0, pair=None)])}
-    assert not apart["bf16"].side_by_side
+    assert not apart["bf16"].speedup.side_by_side
 
 
 def test_runs_repeated_on_one_machine_are_a_pair_each_and_their_disagreement_widens_the_interval():

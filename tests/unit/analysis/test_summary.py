@@ -5,6 +5,7 @@ from conftest import tiny_matrix
 
 from amp_suite.analysis.ratios import ratio_interval
 from amp_suite.analysis.summary import parity, summarize
+from amp_suite.analysis.words import reach_words
 from amp_suite.config import Matrix, ParityConfig
 from amp_suite.records.results import CellRecord, EvalPoint
 
@@ -24,8 +25,8 @@ def test_speedup_and_memory_ratio_against_fp32_mean_over_seeds():
         _record("bf16", 1, throughput=450.0, memory=600.0),
     ]
     rows = {row.precision: row for row in summarize(records)}
-    assert rows["fp32"].speedup == 1.0 and rows["fp32"].runs == 2
-    assert rows["bf16"].speedup == pytest.approx(2.0)
+    assert rows["fp32"].speedup.value == 1.0 and rows["fp32"].runs == 2
+    assert rows["bf16"].speedup.value == pytest.approx(2.0) and set(rows["bf16"].speedups) == {"fp32", "bf16"}
     assert rows["bf16"].memory_ratio == pytest.approx(0.6)
 
 
@@ -38,7 +39,7 @@ def test_failed_and_skipped_cells_have_no_ratios_and_keep_their_reason():
     ]
     rows = {row.precision: row for row in summarize(records)}
     assert (rows["tf32"].status, rows["tf32"].reason, rows["tf32"].speedup) == ("skipped", "needs 8.0", None)
-    assert (rows["fp16"].status, rows["fp16"].runs, rows["fp16"].speedup) == ("failed", 1, 0.5)
+    assert (rows["fp16"].status, rows["fp16"].runs, rows["fp16"].speedup.value) == ("failed", 1, 0.5)
 
 
 def test_no_baseline_means_no_ratio():
@@ -140,7 +141,7 @@ def test_a_noisy_seed_makes_the_row_noisy_and_a_wide_interval_stays_positive():
     assert not any(row.noisy for row in summarize(steady))
     wide = steady[:2] + [_record("bf16", 0, throughput=100.0), _record("bf16", 1, throughput=200.0)]
     rows = {row.precision: row for row in summarize(wide)}
-    low, high = rows["bf16"].speedup_interval  # 1.5x from two seeds at 1x and 2x: t with one degree of freedom
+    low, high = rows["bf16"].speedup.interval  # 1.5x from two seeds at 1x and 2x: t with one degree of freedom
     assert 0 < low < 1 < 1.5 < high and low * high == pytest.approx(1.5**2)  # symmetric on the log scale
     flagged = steady[:3] + [steady[3].model_copy(update={"noisy": True})]
     assert {row.precision: row.noisy for row in summarize(flagged)} == {"fp32": False, "bf16": True}
@@ -172,10 +173,10 @@ def test_time_to_a_derived_target_pairs_seeds_and_counts_the_seeds_short_of_it()
     assert bf16_row.speedup == pytest.approx(2 / 0.6) and bf16_row.steps == 10 and bf16_row.all_reached
     low, high = bf16_row.speedup_interval
     assert low < 2 / 0.6 < high
-    assert "in 0.30x fp32's time" in bf16_row.words("bf16")
+    assert "in 0.30x fp32's time" in reach_words(bf16_row, "bf16")
     assert rows["fp16-noscale"].reached == 0 and rows["fp16-noscale"].speedup is None
     never = "fp16-noscale never reaches 95% of fp32's val_accuracy (0.95) (3 seeds)"
-    assert rows["fp16-noscale"].words("fp16-noscale") == never
+    assert reach_words(rows["fp16-noscale"], "fp16-noscale") == never
     # One seed reached it, one ended short of it, one diverged: 1 of 3, its time paired with fp32's seed 0.
     assert (rows["fp16"].reached, rows["fp16"].seeds, rows["fp16"].speedup) == (1, 3, 1.0)
 
@@ -186,13 +187,14 @@ def test_a_comparison_whose_seeds_saw_other_batches_is_invalid_and_never_judged(
     bf16[1] = bf16[1].updated(batch_order_hash="shuffled")
     row = next(r for r in summarize(fp32 + bf16, TEST) if r.precision == "bf16")
     assert row.parity.verdict == "invalid" and row.time_to_target is None
-    assert row.invalid == "seed 1, batch 8: batch order shuffled differs from fp32's order1"
+    assert (row.parity.invalid.kind, row.parity.invalid.seed) == ("batch order", 1)
+    assert row.parity.invalid.words == "seed 1, batch 8: batch order shuffled differs from fp32's order1"
     # batch_sizes auto: each precision cuts the data into the batches it fits, so only the data must match.
     larger = [r.updated(batch_size=16, batch_order_hash="cut-in-16s") for r in bf16]
-    assert next(r for r in summarize(fp32 + larger, TEST) if r.precision == "bf16").invalid is None
+    assert next(r for r in summarize(fp32 + larger, TEST) if r.precision == "bf16").parity.invalid is None
     other_data = [r.updated(data_fingerprint="other") for r in bf16[:1]]
     row = next(r for r in summarize(fp32 + other_data, TEST) if r.precision == "bf16")
-    assert row.invalid == "seed 0: data other differs from fp32's d"
+    assert row.parity.invalid.kind == "data" and row.parity.invalid.words == "seed 0: data other differs from fp32's d"
 
 
 def test_a_target_fp32_misses_too_is_out_of_reach_not_held_against_the_mode():
@@ -200,7 +202,7 @@ def test_a_target_fp32_misses_too_is_out_of_reach_not_held_against_the_mode():
     bf16 = [_target_record("bf16", s, [(10, 1.0, 0.5)], target=0.9) for s in range(2)]
     row = next(r for r in summarize(fp32 + bf16, TEST) if r.precision == "bf16")
     assert (row.time_to_target.reached, row.time_to_target.short_of_fp32) == (0, 0)
-    assert row.time_to_target.words("bf16").endswith("; nor does fp32, on those seeds")
+    assert reach_words(row.time_to_target, "bf16").endswith("; nor does fp32, on those seeds")
 
 
 def test_an_invalid_comparison_carries_no_test_result_and_an_interval_is_never_clipped():

@@ -13,10 +13,10 @@ from amp_suite.cell.loop import Trainer
 from amp_suite.cell.pipeline import prepare, step_diagnostics
 from amp_suite.cell.run import run_cell
 from amp_suite.config import Matrix
-from amp_suite.hardware.capability import cpu_caps
 from amp_suite.instruments.diagnostics.flops import count_step_flops
 from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.instruments.memory import PeakMemory
+from amp_suite.records.machine import cpu_caps
 from amp_suite.workloads.resnet import ResNetWorkload
 
 CELLS = {c.precision: c for c in Matrix.model_validate(tiny_matrix(steps=6)).cells("cpu")}

@@ -17,7 +17,7 @@ from amp_suite.cell.precision import (
     make_policy,
     observed_matmul_dtype,
 )
-from amp_suite.hardware.capability import cpu_caps, cuda_caps
+from amp_suite.records.machine import cpu_caps, cuda_caps
 
 AMPERE, VOLTA, PASCAL = cuda_caps("A100", (8, 0)), cuda_caps("V100", (7, 0)), cuda_caps("P100", (6, 0))
 ADA, HOPPER = cuda_caps("L40S", (8, 9)), cuda_caps("H100", (9, 0))

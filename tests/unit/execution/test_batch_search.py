@@ -98,7 +98,7 @@ import torch
 import amp_suite.execution.batch_search
 import amp_suite.cell.run
 import amp_suite.cell.loop
-from amp_suite.hardware.capability import cpu_caps
+from amp_suite.records.machine import cpu_caps
 
 LARGEST = {"fp32": 40, "bf16": 90}
 amp_suite.execution.batch_search.unsupported_reason = lambda device: None

@@ -201,4 +201,5 @@ def test_a_cell_that_does_not_fit_beside_the_others_or_ran_out_of_memory_beside_
     # The answer takes its interval from each cell's own windows, one after another (analysis.speedup).
     (row,) = [r for r in json.loads((tmp_path / "out" / "report" / "report.json").read_text())["rows"]
               if r["precision"] == "bf16"]  # fmt: skip
-    assert not row["side_by_side"] and 0 < row["speedup_interval"][0] < row["speedup_interval"][1]
+    over_fp32 = row["speedups"]["fp32"]
+    assert not over_fp32["side_by_side"] and 0 < over_fp32["interval"][0] < over_fp32["interval"][1]

@@ -14,7 +14,6 @@ import pytest
 from scipy import stats
 from support.fixture_records import A100, CPU, FIXTURE_IDS, MLP, STEADY, V100, records, rn50, three
 
-from amp_suite.hardware.machine import Machine
 from amp_suite.records.results import CellRecord
 from amp_suite.report import build_report, load_references
 from amp_suite.report.references import Reference
@@ -57,7 +56,7 @@ def test_two_machines_stay_two_columns_and_hosts_of_one_machine_pool():
     assert a100.hosts == ["fixture-a100", "fixture-a100-b"] and a100.records == 12
     rows = {(r.machine, r.precision): r for r in report.rows}
     assert len(rows) == len(report.rows) == 4  # never one merged row per precision
-    assert rows[(a100.id, "bf16")].hosts == 2 and rows[(a100.id, "bf16")].speedup == pytest.approx(1.1)
+    assert rows[(a100.id, "bf16")].hosts == 2 and rows[(a100.id, "bf16")].speedup.value == pytest.approx(1.1)
 
 
 def test_a_different_software_stack_is_a_different_machine():
@@ -77,10 +76,11 @@ def test_differently_configured_workloads_of_one_name_are_never_pooled():
 def test_speedups_have_an_interval_with_repeats_and_natural_units():
     report = build_report(a100_resnet(), [], baseline="tf32")
     fp16 = next(r for r in report.rows if r.precision == "fp16")
-    assert fp16.unit == "images/s" and fp16.speedup_vs_fp32 == pytest.approx(6.0)
-    assert fp16.speedup is None  # its setup (channels_last) ran no tf32: no baseline, no ratio
+    assert fp16.unit == "images/s" and fp16.speedups["fp32"].value == pytest.approx(6.0)
+    assert "tf32" not in fp16.speedups  # its setup (channels_last) ran no tf32: no baseline, no ratio
     tf32 = next(r for r in report.rows if r.precision == "tf32")
-    assert tf32.speedup == pytest.approx(1.0) and tf32.speedup_vs_fp32 == pytest.approx(950 / 380)
+    assert tf32.speedups["tf32"].value == pytest.approx(1.0) and tf32.speedups["tf32"].interval is None
+    assert tf32.speedups["fp32"].value == pytest.approx(950 / 380) and tf32.speedups["fp32"].seeds == 3
 
     noisy = {"fp32": [(1000.0, 0.9), (1100.0, 0.9), (900.0, 0.9)], "bf16": [(1500.0, 0.9)] * 2 + [(1600.0, 0.9)]}
     (bf16,) = [r for r in build_report(records(A100, MLP, noisy), []).rows if r.precision == "bf16"]
@@ -91,10 +91,10 @@ def test_speedups_have_an_interval_with_repeats_and_natural_units():
     degrees = (between + within) ** 2 / (between**2 / 2 + within**2 / 30)
     half = stats.t.ppf(0.975, degrees) * math.sqrt(between + within)
     speedup = 4600 / 3000  # the ratio of the mean throughputs
-    assert bf16.speedup == pytest.approx(speedup)
-    assert bf16.speedup_interval == pytest.approx((speedup * math.exp(-half), speedup * math.exp(half)), rel=1e-9)
+    assert bf16.speedup.value == pytest.approx(speedup) and bf16.speedup.baseline == "fp32"
+    assert bf16.speedup.interval == pytest.approx((speedup * math.exp(-half), speedup * math.exp(half)), rel=1e-9)
     single = build_report(records(A100, MLP, {"fp32": [(1000.0, 0.9)], "bf16": [(1500.0, 0.9)]}), []).rows
-    (low, high) = next(r.speedup_interval for r in single if r.precision == "bf16")  # one seed: from its windows
+    (low, high) = next(r.speedup.interval for r in single if r.precision == "bf16")  # one seed: from its windows
     half = stats.t.ppf(0.975, 10) * math.sqrt(2 * statistics.variance([math.log(f) for f in STEADY]) / 6)
     assert (low, high) == pytest.approx((1.5 * math.exp(-half), 1.5 * math.exp(half)), rel=1e-6)
 
@@ -452,10 +452,10 @@ def test_records_written_under_the_older_rule_are_judged_by_it_and_labelled_with
     old, unreadable = ResultsFile(tmp_path / "results.jsonl").read()
     assert unreadable == 0 and {r.parity_rule.method for r in old} == {"noise-floor"}
     (row,) = [r for r in build_report(old, []).rows if r.precision == "bf16"]
-    assert (row.parity, row.parity_method, row.parity_p_value) == ("pass", "noise-floor", None)
+    assert (row.parity.verdict, row.parity.method, row.parity.p_value) == ("pass", "noise-floor", None)
     assert "pass (+0 / 0.018, noise-floor rule)" in to_markdown(build_report(old, []), [])
     (today,) = [r for r in build_report(made, []).rows if r.precision == "bf16"]
-    assert today.parity_method == "t-test" and today.parity_seeds == 3 and today.parity_p_value < 0.05
+    assert today.parity.method == "t-test" and today.parity.seeds == 3 and today.parity.p_value < 0.05
 
 
 def test_fp8_is_compared_with_bf16_as_well_as_fp32():
@@ -466,41 +466,12 @@ def test_fp8_is_compared_with_bf16_as_well_as_fp32():
     made = records(h100, MLP, {"fp32": three(1000.0), "bf16": three(2000.0), "fp8-rowwise": three(2400.0)})
     against_bf16 = build_report(made, [], baseline="bf16")
     (fp8,) = [r for r in against_bf16.rows if r.precision == "fp8-rowwise"]
-    assert fp8.speedup == pytest.approx(1.2) and fp8.speedup_vs_fp32 == pytest.approx(2.4)
-    assert fp8.speedup_vs_bf16 == pytest.approx(1.2) and fp8.speedup_vs_bf16_interval is not None
-    assert "| fp8 vs bf16 |" in to_markdown(build_report(made, []), [])
+    assert fp8.speedups["bf16"].value == pytest.approx(1.2) and fp8.speedup.value == pytest.approx(2.4)
+    assert fp8.speedups["bf16"].interval is not None
+    assert "| speedup vs fp32 | vs bf16 |" in to_markdown(build_report(made, []), [])
     (answer,) = build_report(made, []).answer
     assert answer.mode == "fp8-rowwise" and answer.sentence.startswith("fp8-rowwise: 2.40x [")
     assert "(1.20x [" in answer.sentence and "bf16's speed)" in answer.sentence
-
-
-def sweep(machine: Machine, fp8_vs_bf16: dict[int, float]) -> list:
-    """FIXTURE records of an fp8 sweep: hidden size -> fp8-tensorwise's throughput / bf16's, with
-    FLOPs that grow with the size (what orders the sizes)."""
-    made = []
-    for hidden, ratio in fp8_vs_bf16.items():
-        mlp = {**MLP, "hidden": hidden, "label": f"linear-{hidden}"}
-        for record in records(machine, mlp, {"bf16": three(1000.0), "fp8-tensorwise": three(1000.0 * ratio)}):
-            made.append(record.updated(tflops=hidden / 1000, flops_per_step=hidden * 10**9))
-    return made
-
-
-def test_the_fp8_sweep_judges_torchaos_small_matmuls_claim():
-    h100 = A100.model_copy(update={"device_name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"})
-
-    def verdict(made):
-        return claim(build_report(made, []), "fp8_small_matmuls_slower")
-
-    crossover = verdict(sweep(h100, {1024: 0.7, 2048: 0.9, 4096: 1.1, 8192: 1.3}))
-    assert crossover.verdict == "supported", crossover.evidence
-    assert crossover.evidence.index("linear-1024") < crossover.evidence.index("linear-8192")
-    assert "0.70x" in crossover.evidence
-    assert verdict(sweep(h100, {1024: 0.8, 8192: 0.9})).verdict == "supported"  # slower at every size measured
-    assert verdict(sweep(h100, {1024: 1.05, 8192: 1.3})).verdict == "contradicted"  # pays even at the smallest
-    assert verdict(sweep(h100, {1024: 0.7, 2048: 1.2, 4096: 0.8})).verdict == "contradicted"  # no single crossover
-    assert verdict(sweep(h100, {8192: 1.3})).verdict == "not measured here"  # one size: no crossover to see
-    on_cpu = verdict(sweep(CPU, {1024: 0.7, 8192: 1.3}))
-    assert on_cpu.verdict == "not measured here" and "software" in on_cpu.evidence
 
 
 def test_a_sentence_long_cell_wraps_in_the_html_even_in_the_first_column():

@@ -47,7 +47,7 @@ def test_a_resumed_runs_parent_summarises_the_records_it_reused(tmp_path):
     assert child.data.metrics["speedup"] == 1.5  # against the reused fp32 record
     assert child.data.tags["parity"] == "indicative" and child.data.params["precision"] == "bf16"
     summary = store.client.download_artifacts(parent.info.run_id, "summary.json", str(tmp_path))
-    assert [row["speedup"] for row in json.loads(Path(summary).read_text())] == [1.0, 1.5]
+    assert [row["speedups"]["fp32"]["value"] for row in json.loads(Path(summary).read_text())] == [1.0, 1.5]
 
     again = SyncReport()
     sync_run_dir(directory, store, again)

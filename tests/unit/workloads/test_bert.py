@@ -11,7 +11,7 @@ from conftest import tiny_matrix
 from amp_suite.cell.run import run_cell
 from amp_suite.config import Matrix
 from amp_suite.workloads import build_workload
-from amp_suite.workloads.base import IGNORED_LABEL
+from amp_suite.workloads.tokens import IGNORED_LABEL
 
 TINY_BERT = {
     "workload": "bert", "n_layer": 2, "hidden": 32, "n_head": 2, "seq_len": 16, "vocab_size": 64, "batch_sizes": [8],

@@ -93,7 +93,7 @@ def test_each_compile_mode_and_layout_has_its_own_baseline():
     assert len({row.setup for row in rows}) == 4
     for row in rows:
         expected = bf16_gain if row.precision == "bf16" else 1.0
-        assert row.speedup == pytest.approx(expected), row  # compiled AMP against compiled fp32, not eager
+        assert row.speedup.value == pytest.approx(expected), row  # compiled AMP against compiled fp32, not eager
     variants = {row.variant for row in rows}
     assert variants == {"eager", "eager, channels_last", "compiled (default)", "compiled (default), channels_last"}
 

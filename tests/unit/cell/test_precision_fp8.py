@@ -40,8 +40,9 @@ def test_fp8_cells_are_skipped_with_their_reason_and_forced_ones_prove_their_flo
     report = amp_suite("report", "out", "--baseline", "bf16", "--out", "against-bf16", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     rows = {r["precision"]: r for r in json.loads((tmp_path / "against-bf16" / "report.json").read_text())["rows"]}
-    assert rows["fp8-rowwise"]["speedup"] == pytest.approx(rows["fp8-rowwise"]["speedup_vs_bf16"])
-    assert rows["fp8-rowwise"]["speedup_vs_fp32"] == pytest.approx(forced["throughput"] / records["fp32"]["throughput"])
+    speedups = rows["fp8-rowwise"]["speedups"]
+    assert speedups["bf16"]["value"] == pytest.approx(forced["throughput"] / records["bf16"]["throughput"])
+    assert speedups["fp32"]["value"] == pytest.approx(forced["throughput"] / records["fp32"]["throughput"])
 
 
 def cuda_takes(a: tuple[int, int], b: tuple[int, int]) -> bool:

@@ -1,0 +1,103 @@
+"""The words for the summary's quantities, one way for every surface: the report, the terminal, MLflow.
+
+Each function takes a typed value (amp_suite.analysis.quantities) or None, and answers "-" where
+there is nothing to say. No markup here: a surface styles the words, never rewrites them.
+"""
+
+from __future__ import annotations
+
+from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, Parity, Ratio
+from amp_suite.analysis.time_to_target import TimeToTarget
+
+NOTHING = "-"
+
+
+def times(value: float | None) -> str:
+    """A ratio's value: "1.90x"."""
+    return NOTHING if value is None else f"{value:.2f}x"
+
+
+def interval_words(interval: tuple[float, float] | None) -> str:
+    """" [1.80, 2.00]", or "" without an interval."""
+    return "" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def ratio_words(ratio: Ratio | None) -> str:
+    """"1.90x [1.80, 2.00]": the value with its 95% interval, where it has one."""
+    return NOTHING if ratio is None else times(ratio.value) + interval_words(ratio.interval)
+
+
+def p_value_words(p_value: float) -> str:
+    """A p-value in a few characters: "p=0.037", or "p<0.001" where it is too small to print usefully."""
+    return "p<0.001" if p_value < 0.001 else f"p={p_value:.2g}"
+
+
+def seeds_words(count: int) -> str:
+    return "1 seed" if count == 1 else f"{count} seeds"
+
+
+def at_risk(parity: Parity) -> bool:
+    """A verdict that reads as no failure but is beyond the margin (one seed's delta): to be flagged."""
+    return parity.beyond_tolerance and parity.verdict != FAIL
+
+
+def rule_words(parity: Parity) -> str:
+    """The rule behind a verdict: "t-test p=0.15, 3 seeds"; an older record's rule by name:
+    "noise-floor rule"; nothing for one seed."""
+    if parity.p_value is not None:
+        return f"t-test {p_value_words(parity.p_value)}, {seeds_words(parity.seeds)}"
+    return f"{parity.method} rule" if parity.method != "t-test" and parity.verdict != INDICATIVE else ""
+
+
+def gap_words(parity: Parity) -> str:
+    """The degradation against the margin: "+0.002 / 0.018"."""
+    return f"{parity.delta:+.3g} / {parity.tolerance:.3g}"
+
+
+def parity_words(parity: Parity | None) -> str:
+    """E.g. "pass (+0.002 / 0.018, t-test p=0.012, 3 seeds)"; a one-seed delta beyond its margin says so
+    first: "at risk: indicative (-0.062 / 0.0176)"; invalid says what differed."""
+    if parity is None:
+        return NOTHING
+    if parity.verdict == INVALID:
+        return f"{INVALID}: {parity.invalid.words if parity.invalid else 'other data'}"
+    test = rule_words(parity)
+    flag = "at risk: " if at_risk(parity) else ""
+    return f"{flag}{parity.verdict} ({gap_words(parity)}{', ' + test if test else ''})"
+
+
+def verdict_words(parity: Parity | None) -> str:
+    """A verdict and its delta, where the margin is said elsewhere: "pass (+0.0012)"."""
+    return NOTHING if parity is None else f"{parity.verdict} ({parity.delta:+.4g})"
+
+
+def evidence_words(parity: Parity) -> str:
+    """What a verdict rests on, as an answer cites it: "t-test p=0.15, 3 seeds", or "1 seed"."""
+    test = f"t-test {p_value_words(parity.p_value)}, " if parity.p_value is not None else ""
+    return f"{test}{seeds_words(parity.seeds)}"
+
+
+def target_words(reach: TimeToTarget | None) -> str:
+    """The speedup to target against fp32 with the seeds that reached it: "1.61x [1.40, 1.85] (3/3 seeds)",
+    "never (0/3 seeds)", or "2/3" where there is no speedup to give."""
+    if reach is None:
+        return NOTHING
+    if reach.speedup is None:
+        return f"never ({reach.counted} seeds)" if not reach.reached else reach.counted
+    return f"{times(reach.speedup)}{interval_words(reach.speedup_interval)} ({reach.counted} seeds)"
+
+
+def reach_words(reach: TimeToTarget, precision: str) -> str:
+    """E.g. "bf16 reaches val_accuracy 0.9 in 0.62x fp32's time (speedup to target 1.61x [1.40, 1.85],
+    3 seeds)"; where fp32 fell short too, it says so: the target, not the mode, is out of reach."""
+    if not reach.reached:
+        fp32_too = "" if reach.short_of_fp32 else "; nor does fp32, on those seeds"
+        return f"{precision} never reaches {reach.described} ({seeds_words(reach.seeds)}){fp32_too}"
+    partly = "" if reach.all_reached else f" on {reach.reached} of {reach.seeds} seeds"
+    if reach.speedup is None:
+        return f"{precision} reaches {reach.described}{partly} ({reach.seconds:.3g} s of training)"
+    sooner = times(reach.speedup) + interval_words(reach.speedup_interval)
+    return (
+        f"{precision} reaches {reach.described}{partly} in {1 / reach.speedup:.2f}x fp32's time"
+        f" (speedup to target {sooner}, {seeds_words(reach.reached)})"
+    )

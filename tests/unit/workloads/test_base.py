@@ -1,0 +1,68 @@
+"""What every workload shares: validation summed batch by batch (amp_suite.workloads.base), and
+each module's metric labelled by its config."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+
+import pytest
+import torch
+from conftest import tiny_matrix
+from torch.nn import functional as F
+
+from amp_suite.config import Matrix
+from amp_suite.config.workloads import HF_TASK_METRIC_LABELS, WORKLOAD_CONFIGS, CustomConfig, HfConfig
+from amp_suite.data import TensorData
+from amp_suite.workloads import build_workload
+from amp_suite.workloads.base import validation_sums
+
+# The labels the terminal printed before the configs declared them (cli/display.py's table).
+PRINTED = {
+    "val_accuracy": "acc",
+    "val_perplexity": "ppl",
+    "val_mlm_accuracy": "mlm acc",
+    "val_token_accuracy": "token acc",
+}
+
+
+def test_validation_sums_add_up_every_batch_in_eval_mode():
+    data = TensorData(torch.arange(10.0), torch.ones(10))
+    model = torch.nn.Linear(1, 1)
+    modes = []
+
+    def sums(inputs, targets):
+        modes.append(model.training)
+        return inputs.sum(), targets.sum().long()
+
+    totals = validation_sums(model, data, 4, sums)  # batches of 4, 4 and 2
+    assert totals == (45.0, 10) and modes == [False] * 3 and model.training
+    assert all(isinstance(total, float | int) for total in totals)
+
+
+def test_a_classifier_scores_the_whole_validation_set():
+    config = Matrix.model_validate(tiny_matrix()).workloads[0]
+    workload = build_workload(config)
+    torch.manual_seed(0)
+    data = TensorData(torch.randn(11, 16), torch.randint(0, 10, (11,)))
+    model = workload.build_model(data)
+    result = workload.evaluate(model, data, 4, contextlib.nullcontext)
+    with torch.no_grad():
+        logits = model(data.inputs)
+    assert result["val_loss"] == pytest.approx(F.cross_entropy(logits, data.targets).item(), rel=1e-5)
+    assert result["val_accuracy"] == (logits.argmax(dim=1) == data.targets).sum().item() / 11
+
+
+def test_every_workload_modules_metric_keeps_its_label():
+    """A workload's metric (its module's primary_metric) and its label (its config's) are declared
+    apart: they must still name the same thing."""
+    hf = importlib.import_module(HfConfig.module)
+    for config in WORKLOAD_CONFIGS:
+        if config is CustomConfig:
+            continue  # the entry names its metric, and so its label
+        if config is HfConfig:
+            for task, workload in hf.TASKS.items():
+                assert PRINTED[workload.primary_metric] == HF_TASK_METRIC_LABELS[task], task
+            continue
+        workload = importlib.import_module(config.module).WORKLOAD
+        assert PRINTED[workload.primary_metric] == config.metric_label, config.__name__
