@@ -9,7 +9,8 @@
 # ~5-10 s; a cell forked from the suite's forkserver 2-5 s before it trains; a cold inductor
 # compile 30-60 s, max-autotune longer) and the budget that stops it. What only a GPU proves comes
 # first; the overhead benchmark, whose pairs report as they end, last:
-#   probe         nvidia-smi, and can PyTorch see a GPU (stops here if not)        ~10 s   60 s
+#   probe         nvidia-smi, can PyTorch see a GPU, does every module import
+#                 (scripts/import_check.py; stops here if not)                     ~20 s   60 s
 #   gpu-tests     `pytest -m gpu`: NVML, CUDA timers, doctor, each precision's tiny
 #                 cell; not its batch-search test, which the next stage replaces  ~40 s  120 s
 #   batch-search  experiments/gpu-check-batch.yaml under a 2 GiB allocator cap:
@@ -29,7 +30,7 @@
 #                 `amp-suite run` against the bare AMP loop, fp32, tf32, bf16 and
 #                 fp16, 2 pairs one after the other (a pair: one run of 4 cells
 #                 ~30 s, one bare process of 4 loops ~12 s)                       ~85 s  150 s
-# About 8.5 minutes on one H200 (~510 s; the multi-GPU stage adds ~90 s on 2+ GPUs, where the
+# About 8.5 minutes on one H200 (~520 s; the multi-GPU stage adds ~90 s on 2+ GPUs, where the
 # overhead stage gets what is left). Every stage shares one deadline, 540 s after the start: a
 # stage that would run past it gets only what is left, and one that would get under 5 s does not
 # start, so the script ends within 9 minutes whatever the estimates miss.
@@ -149,6 +150,9 @@ trap 'on_signal TERM 15' TERM
 trap 'on_signal HUP 1' HUP
 
 probe() {
+    # Every module imports, and the versions to be measured are on record: seconds, where a missing
+    # package (a box's own Python, scripts/offline_wheels.py's wheels) would fail a stage minutes in.
+    "$python" scripts/import_check.py || return 1
     if [ "$rehearse" = 1 ]; then
         "$python" -c 'import torch; print("gpus 0"); print(f"rehearsal on the CPU: torch {torch.__version__}")'
         return
@@ -210,7 +214,7 @@ export -f probe amp_suite capped
 failed=0
 echo "gpu-check$([ "$rehearse" = 1 ] && echo " --rehearse") $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), into $out" |
     tee "$summary"
-if ! stage probe 10 60 - probe; then
+if ! stage probe 20 60 - probe; then
     say "gpu-check: FAIL: no usable GPU (see nvidia-smi.txt in the bundle); nothing else was run"
     exit 1
 fi

@@ -104,6 +104,8 @@ case "$1 ${2:-}" in
                if [ -f "$here/tests.hang" ]; then while [ ! -f "$here/release" ]; do sleep 0.1; done; fi
                exit "$(cat "$here/tests.exit")" ;;
   "-m amp_suite") ;;
+  "scripts/import_check.py ") echo "python 3.12.3; CUDA 13.0, 1 GPU(s) visible"; cat "$here/import.said"
+                              exit "$(cat "$here/import.exit")" ;;
   "scripts/bench_overhead.py "*) echo "${PYTHONPATH:-}" > "$here/overhead.pythonpath"
                                  echo "  fp32 pair 1 of 2: CPU 0.995, wall 0.991"; echo "OVERHEAD"
                                  [ -f "$here/overhead.hang" ] && while [ ! -f "$here/release" ]; do sleep 0.1; done
@@ -127,7 +129,10 @@ NVIDIA_SMI = f"""#!/usr/bin/env bash
 """
 
 
-def stand_in(tmp_path, matrices=None, exits=None, hang=(), gpus=1, tests_exit=0, probe_exit=0, overhead_exit=0):
+def stand_in(
+    tmp_path, matrices=None, exits=None, hang=(), gpus=1, tests_exit=0, probe_exit=0, overhead_exit=0,
+    imports="120 of 120 modules import",
+):
     """The stand-in's folder: python, nvidia-smi, and what each matrix does."""
     here = tmp_path / "stand-in"
     (here / "bin").mkdir(parents=True)
@@ -138,6 +143,8 @@ def stand_in(tmp_path, matrices=None, exits=None, hang=(), gpus=1, tests_exit=0,
     (here / "gpus").write_text(str(gpus))
     (here / "tests.exit").write_text(str(tests_exit))
     (here / "probe.exit").write_text(str(probe_exit))
+    (here / "import.said").write_text(imports + "\n")
+    (here / "import.exit").write_text("0" if imports.startswith("120 of 120") else "1")
     (here / "overhead.exit").write_text(str(overhead_exit))
     for matrix, records in (matrices or green()).items():
         (here / f"{matrix}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -346,6 +353,15 @@ def test_no_gpu_stops_after_the_probe(tmp_path):
     done, out, here = gpu_check(tmp_path, probe_exit=1)
     assert done.returncode != 0
     assert "[probe] exit 1" in screen(out) and "nothing else was run" in screen(out)
+    assert "-m pytest" not in (here / "calls.txt").read_text()
+
+
+def test_a_module_that_does_not_import_stops_after_the_probe_and_says_which(tmp_path):
+    """A box's own Python without a package (say, wheels left behind) fails in seconds, not minutes in."""
+    said = "119 of 120 modules import; failed: ['torchao.float8']"
+    done, out, here = gpu_check(tmp_path, imports=said)
+    assert done.returncode != 0
+    assert "[probe] exit 1" in screen(out) and said in screen(out) and "nothing else was run" in screen(out)
     assert "-m pytest" not in (here / "calls.txt").read_text()
 
 

@@ -104,3 +104,17 @@ def test_make_lock_keeps_nvml_bindings_shared_and_moves_the_cuda_wheels():
     shared, line = split(freeze)
     assert shared == ["mlflow==3.17.2", "nvidia-ml-py==13.615.71"]
     assert line == ["nvidia-cublas==13.1.1.3", "torch==2.14.1", "Triton==3.8.0"]
+
+
+def test_offline_wheels_leave_out_the_boxs_own_pytorch_and_whatever_it_has(tmp_path):
+    """An offline GPU box's own torch is what gets measured: its wheels are never fetched, nor what it lists."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from offline_wheels import THE_BOXS_OWN, dependencies, names_in
+
+    wanted = {re.split(r"[<>=]", spec)[0] for spec in dependencies()}
+    assert {"torch", "torchvision"}.isdisjoint(wanted) and {"mlflow", "torchao", "nvidia-ml-py"} <= wanted
+    assert all(THE_BOXS_OWN.match(name) for name in ("torch", "triton", "nvidia-cublas", "torchvision"))
+    assert not THE_BOXS_OWN.match("torchao")
+    freeze = tmp_path / "have.txt"
+    freeze.write_text("# pip list\nPyYAML==6.0.2\nhuggingface_hub==1.33.0\nnumpy\n\n")
+    assert names_in(freeze) == {"pyyaml", "huggingface-hub", "numpy"}
