@@ -17,7 +17,10 @@ from rich.markup import escape
 # C0 controls and DEL, C1 controls (0x9b is a one-byte CSI), and the bidirectional overrides and
 # isolates, which reorder what a terminal or browser shows ("Trojan Source").
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# What Markdown would read as markup, each escaped with the backslash CommonMark gives every ASCII
+# punctuation mark: a tag's "<", an entity's "&" (as in "&gt;"), a pipe, and a heading's "#" or a
+# quote's ">" where they start the text. Elsewhere ">" is plain: "cc >= 8.0" reads as itself.
+_MARKDOWN = re.compile(r"[<|]|&(?=#?\w+;)|^[#>]")
 
 
 def printable(text: object) -> str:
@@ -31,8 +34,8 @@ def plain(text: object) -> str:
 
 
 def markdown_cell(text: object) -> str:
-    """For Markdown (a table cell, a note, a heading): printable, HTML and pipes escaped, so the text
-    can neither end its line or cell nor become a tag."""
+    """For Markdown (a table cell, a note, a heading): printable, with tags, entities and pipes
+    escaped, so the text can neither end its line or cell nor become HTML, and still reads as
+    itself where report.md is read as plain text."""
     shown = printable(text).replace("\\", "\\\\")
-    shown = "".join(_HTML.get(char, char) for char in shown)
-    return shown.replace("|", "\\|")
+    return _MARKDOWN.sub(lambda found: "\\" + found.group(), shown)

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from amp_suite.analysis.quantities import FAIL, INDICATIVE, ParityVerdict, Ratio
+from amp_suite.analysis.quantities import FAIL, INDICATIVE, NOT_JUDGED, ParityVerdict, Ratio
 from amp_suite.analysis.quantities import INVALID as INVALID_PARITY
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.analysis.words import evidence_words, ratio_words, reach_words, times
@@ -77,6 +77,7 @@ class Answer:
     rule: str | None = None  # the capability rule's mode, from the machine's record
     rule_holds: bool | None = None  # the measurement, among the rule's modes, picks it; None: it can't tell
     rule_disagrees: str | None = None  # the sentence, when the rule and the measurement differ
+    rule_note: str | None = None  # the same, beside the answer: no figure its sentence already gives
 
 
 def answers(rows: Sequence[SummaryRow], machines: dict[str, Machine]) -> list[Answer]:
@@ -98,7 +99,7 @@ def accuracy(row: SummaryRow) -> Accuracy:
         return LOST if p.lost else AT_RISK
     if (p is not None and p.beyond_tolerance) or _short_of_target(row):
         return AT_RISK
-    return NOT_COMPARED if p is None else KEPT
+    return NOT_COMPARED if p is None or p.verdict == NOT_JUDGED else KEPT
 
 
 def _short_of_target(row: SummaryRow) -> bool:
@@ -167,31 +168,38 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
     candidates = [r for r in candidates if r not in invalid]
     if not candidates:
         return Answer(**where, **_no_mode(), sentence=f"no answer: {_invalid_words(invalid)}")
-    verdict, chosen, considered, sentence = _judge(candidates, reference, machine)
+    judged = _judge(candidates, reference, machine)
+    chosen, sentence = judged.chosen, judged.sentence
     if invalid:
         sentence += f"; {_invalid_words(invalid)}"
-    rule, holds, disagrees = _rule(machine, candidates, reference)
+    rule, holds, disagrees, note = _rule(machine, candidates, reference, said=judged.named)
     return Answer(
         **where,
-        verdict=verdict,
+        verdict=judged.verdict,
         mode=chosen and chosen.precision,
         **_speedup_fields(chosen and chosen.speedup),
         memory_ratio=chosen and chosen.memory_ratio,
         parity=chosen.parity.verdict if chosen and chosen.parity else None,
-        accuracy=accuracy(considered),
+        accuracy=accuracy(judged.considered),
         seeds=chosen.runs if chosen else 0,
         sentence=sentence,
         rule=rule,
         rule_holds=holds,
         rule_disagrees=disagrees,
+        rule_note=note,
     )
 
 
-def _judge(
-    candidates: list[SummaryRow], reference: SummaryRow, machine: Machine | None
-) -> tuple[Verdict, SummaryRow | None, SummaryRow, str]:
-    """(the verdict, the chosen row: a mode, the reference to stay with, None when inconclusive; the
-    row whose accuracy the answer reports; the sentence)."""
+@dataclass(frozen=True)
+class Judgement:
+    verdict: Verdict
+    chosen: SummaryRow | None  # the mode, the reference to stay with, None when inconclusive
+    considered: SummaryRow  # the row whose accuracy the answer reports
+    sentence: str
+    named: tuple[SummaryRow, ...]  # the rows whose speed the sentence gives
+
+
+def _judge(candidates: list[SummaryRow], reference: SummaryRow, machine: Machine | None) -> Judgement:
     speeds = {r.precision: speed(r, reference) for r in candidates}
     keeps = [r for r in candidates if accuracy(r) in (KEPT, NOT_COMPARED)]
     safe = [r for r in keeps if speeds[r.precision].verdict == FASTER]
@@ -204,13 +212,15 @@ def _judge(
         sentence += _target_words(chosen)
         if risky and _speed(risky[-1]) > _speed(chosen):
             sentence += f"; {_risk_words(risky[-1])}"
-        return RECOMMENDED, chosen, chosen, sentence
+            return Judgement(RECOMMENDED, chosen, chosen, sentence, (chosen, risky[-1]))
+        return Judgement(RECOMMENDED, chosen, chosen, sentence, (chosen,))
     if unclear:
         found = speeds[unclear[-1].precision]
         rerun = "Rerun on a quiet machine, or with repeats: 3" if found.moved else "Rerun with repeats: 3"
-        return INCONCLUSIVE, None, unclear[-1], f"inconclusive: {found.why}. {rerun}"
+        return Judgement(INCONCLUSIVE, None, unclear[-1], f"inconclusive: {found.why}. {rerun}", (unclear[-1],))
     if risky:
-        return STAY, reference, risky[-1], f"stay with {REFERENCE}: {_risk_words(risky[-1])}"
+        sentence = f"stay with {REFERENCE}: {_risk_words(risky[-1])}"
+        return Judgement(STAY, reference, risky[-1], sentence, (risky[-1],))
     considered = max(candidates, key=_speed)
     words = _speed_words(considered, _PACE)
     sentence = (
@@ -220,7 +230,7 @@ def _judge(
     if reference.step_time_ms is not None:
         sentence += f"; an {REFERENCE} step takes {reference.step_time_ms:.3g} ms"
     sentence += f"; {_risk_words(considered)}" if accuracy(considered) in (AT_RISK, LOST) else _target_words(considered)
-    return STAY, reference, considered, sentence
+    return Judgement(STAY, reference, considered, sentence, (considered,))
 
 
 def _preferred(faster: list[SummaryRow], machine: Machine | None) -> SummaryRow:
@@ -285,6 +295,8 @@ def _memory_words(row: SummaryRow) -> str:
 def _accuracy_words(row: SummaryRow) -> str:
     if row.parity is None:
         return "accuracy not compared (no validation on both sides)"
+    if row.parity.verdict == NOT_JUDGED:
+        return f"accuracy not judged ({row.parity.unlearned})"
     if row.parity.verdict == INDICATIVE:
         return "accuracy kept on one seed (indicative: run more seeds for a verdict)"
     return f"accuracy kept ({evidence_words(row.parity)})"
@@ -328,37 +340,39 @@ def _invalid_words(rows: list[SummaryRow]) -> str:
     )
 
 
-
 def _difference(row: SummaryRow) -> str:
     """What the row's seeds saw otherwise than fp32's, in words."""
     return row.parity.invalid.words if row.parity and row.parity.invalid else "unknown"
 
 
 def _rule(
-    machine: Machine | None, candidates: list[SummaryRow], reference: SummaryRow
-) -> tuple[str | None, bool | None, str | None]:
+    machine: Machine | None, candidates: list[SummaryRow], reference: SummaryRow, said: tuple[SummaryRow, ...]
+) -> tuple[str | None, bool | None, str | None, str | None]:
     """The capability rule's pick for this machine; whether the measurement picks it too, judged as
     the answer is but among the modes the rule chooses from (fp32 and the AMP modes: TF32 and fp8
-    are no choice of the rule's); and a sentence where they differ. None where the measurement can't
-    tell: inconclusive among those modes, or none of them ran but fp32."""
+    are no choice of the rule's); a sentence where they differ; and that sentence as a note beside
+    the answer, which leaves out the pick's speed where the answer gives it already (`said`).
+    None where the measurement can't tell: inconclusive among those modes, or none of them ran but fp32."""
     caps = machine.caps if machine else None
     if caps is None:
-        return None, None, None
+        return None, None, None, None
     advice = recommend(caps)
     among = [r for r in candidates if r.precision in AMP_MODES]
     if not among:
-        return advice.precision, None, None
-    verdict, chosen, _, _ = _judge(among, reference, machine)
+        return advice.precision, None, None, None
+    judged = _judge(among, reference, machine)
+    verdict, chosen = judged.verdict, judged.chosen
     if chosen is None:  # inconclusive: says nothing either way
-        return advice.precision, None, None
+        return advice.precision, None, None, None
     if chosen.precision == advice.precision:
-        return advice.precision, True, None
+        return advice.precision, True, None, None
     ran = next((r for r in among if r.precision == advice.precision), None)
-    if ran is None:
-        found = f"this comparison did not measure {advice.precision}"
-    else:
-        found = f"measured, {advice.precision} ran at {_speed_words(ran, _PACE)}"
+    rule = f"the capability rule recommends {advice.precision} ({advice.reason})"
     measured = f"; {chosen.precision} is the one to train in among {', '.join((REFERENCE, *AMP_MODES))}"
-    return advice.precision, False, f"the capability rule recommends {advice.precision} ({advice.reason}); {found}" + (
-        measured if verdict == RECOMMENDED else ""
-    )
+    measured = measured if verdict == RECOMMENDED else ""
+    if ran is None:
+        disagrees = f"{rule}; this comparison did not measure {advice.precision}{measured}"
+        return advice.precision, False, disagrees, disagrees
+    disagrees = f"{rule}; measured, {advice.precision} ran at {_speed_words(ran, _PACE)}{measured}"
+    note = f"{rule}, which the measurement above does not bear out{measured}" if ran in said else disagrees
+    return advice.precision, False, disagrees, note

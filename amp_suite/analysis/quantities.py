@@ -13,11 +13,12 @@ from typing import Literal
 from pydantic import computed_field
 from pydantic.dataclasses import dataclass
 
-ParityVerdict = Literal["pass", "fail", "indicative", "invalid"]
+ParityVerdict = Literal["pass", "fail", "indicative", "invalid", "not judged"]
 PASS: ParityVerdict = "pass"  # non-inferiority shown at the margin
 FAIL: ParityVerdict = "fail"  # not shown, or not finite
 INDICATIVE: ParityVerdict = "indicative"  # one seed: a delta, no test
 INVALID: ParityVerdict = "invalid"  # the sides saw different data: judged by nothing
+NOT_JUDGED: ParityVerdict = "not judged"  # fp32 itself learned nothing: no accuracy to keep
 JUDGED: tuple[ParityVerdict, ...] = (PASS, FAIL)  # the verdicts a test reached
 
 
@@ -52,6 +53,7 @@ class Parity:
     p_value: float | None = None  # t-test: the chance of so small a degradation were AMP worse by the margin
     upper_bound: float | None = None  # t-test: the degradation's one-sided (1 - alpha) upper confidence bound
     invalid: Difference | None = None  # invalid: what differed
+    unlearned: str | None = None  # not judged: what fp32 scored against chance, in words
 
     @computed_field  # type: ignore[prop-decorator]  # in report.json beside the verdict
     @property
@@ -64,6 +66,6 @@ class Parity:
     @property
     def beyond_tolerance(self) -> bool:
         """Worse than the tolerance allows: a fail, or a one-seed ("indicative") delta beyond it."""
-        if self.verdict == INVALID:  # not compared: nothing is known of it
+        if self.verdict in (INVALID, NOT_JUDGED):  # not compared: nothing is known of it
             return False
         return self.verdict == FAIL or not self.degradation <= self.tolerance  # NaN: beyond

@@ -22,7 +22,7 @@ from dataclasses import asdict, replace
 from pydantic import computed_field
 from pydantic.dataclasses import dataclass
 
-from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, PASS, Difference, Parity, Ratio
+from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, PASS, Difference, Parity, Ratio
 from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio
 from amp_suite.analysis.speedup import contrasts, interval
 from amp_suite.analysis.time_to_target import TimeToTarget, time_to_target
@@ -34,6 +34,8 @@ from amp_suite.records.results import CellRecord
 
 BASELINE = REFERENCE  # the accuracy reference and the default speed baseline
 BASELINES = SPEED_BASELINES
+# fp32 has learned where its validation metric beats chance by this much (relative): below, parity is not judged.
+LEARNED_BY = 0.1
 UNKNOWN_MACHINE = "unknown machine"  # records of cells that failed before the device was probed
 
 
@@ -339,10 +341,29 @@ def _against_fp32(precision: str, group: list[CellRecord], fp32: list[CellRecord
         return {"time_to_target": reach and replace(reach, speedup_interval=None)}
     parity, invalid = _parity(group, fp32, rule), different_data(group, fp32)
     if invalid is None:
+        unlearned = parity and did_not_learn(fp32)
+        if unlearned:
+            parity = replace(parity, verdict=NOT_JUDGED, unlearned=unlearned, p_value=None, upper_bound=None)
         return {"parity": parity, "time_to_target": time_to_target(group, fp32)}
     unjudged = Parity(math.nan, math.nan, INVALID) if parity is None else parity
     judged_nothing = {"verdict": INVALID, "invalid": invalid, "p_value": None, "upper_bound": None}
     return {"parity": replace(unjudged, **judged_nothing)}
+
+
+def did_not_learn(fp32: list[CellRecord]) -> str | None:
+    """Where fp32's validation metric is no better than chance (what the labels' frequencies alone
+    score) by LEARNED_BY, what it scored, in words: matching fp32 then says nothing of accuracy."""
+    scored = [r for r in fp32 if r.status == "ok" and r.val_metric is not None and r.val_metric_chance is not None]
+    if not scored:
+        return None
+    metric = statistics.fmean(r.val_metric for r in scored)
+    chance = statistics.fmean(r.val_metric_chance for r in scored)  # type: ignore[misc]  # filtered above
+    higher_is_better = scored[0].val_higher_is_better is not False
+    learned = metric > chance * (1 + LEARNED_BY) if higher_is_better else metric < chance / (1 + LEARNED_BY)
+    if learned:
+        return None
+    label = metric_label_of(scored[0].config.get("workload"), scored[0].val_metric_name or "")
+    return f"{BASELINE} did not learn: {label} {metric:.3g}, where the labels' frequencies alone score {chance:.3g}"
 
 
 def different_data(group: list[CellRecord], fp32: list[CellRecord]) -> Difference | None:

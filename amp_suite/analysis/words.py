@@ -6,7 +6,7 @@ there is nothing to say. No markup here: a surface styles the words, never rewri
 
 from __future__ import annotations
 
-from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, Parity, Ratio
+from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, Parity, Ratio
 from amp_suite.analysis.time_to_target import TimeToTarget
 
 NOTHING = "-"
@@ -61,6 +61,8 @@ def parity_words(parity: Parity | None) -> str:
         return NOTHING
     if parity.verdict == INVALID:
         return f"{INVALID}: {parity.invalid.words if parity.invalid else 'other data'}"
+    if parity.verdict == NOT_JUDGED:
+        return f"{NOT_JUDGED}: {parity.unlearned}"
     test = rule_words(parity)
     flag = "at risk: " if at_risk(parity) else ""
     return f"{flag}{parity.verdict} ({gap_words(parity)}{', ' + test if test else ''})"

@@ -249,6 +249,7 @@ def trained_fields(session: Session, loss_curve: list[float], validation: dict[s
         "val_metric_name": session.workload.primary_metric,
         "val_metric": validation[session.workload.primary_metric],
         "val_higher_is_better": session.workload.higher_is_better,
+        "val_metric_chance": session.workload.chance_metric(session.data.validation),
         "val_metrics": validation,
         "val_loss": validation["val_loss"],
         "data_source": session.data.source,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,10 +16,31 @@ from rich.console import Console
 from amp_suite.analysis.outcome import ExitCode
 from amp_suite.cli.terminal import TerminalStream, settle_terminal_size
 from amp_suite.config import ConfigError
+from amp_suite.config.problems import did_you_mean
 from amp_suite.errors import shorten
+from amp_suite.paths import shown
 from amp_suite.text import printable
 from amp_suite.tracking.uri import mask_credentials
 
+
+def _flags_without_a_type() -> None:
+    """Typer (0.29) prints each option's type beside it in --help, a flag's too: `--help <bool>`,
+    `--json <bool>`, as if each took a value (`--json true` is refused). A flag's column is left
+    empty; options that take a value keep theirs."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "leaves_flags_out", False):  # an older Typer shows none; or done
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag and not self.count else shown(self, ctx)
+
+    display_type_rich.leaves_flags_out = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+_flags_without_a_type()
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -63,9 +85,18 @@ class DeviceChoice(str, Enum):
 
 
 def fail(message: str, code: int = ExitCode.BAD_INPUT) -> typer.Exit:
-    line = mask_credentials(" ".join(printable(message).split()))
-    errors.print(f"amp-suite: error: {line}", highlight=False, markup=False, soft_wrap=True)
+    """The error on stderr in one line; or, where it lists problems ("matrix m.yaml: 3 problems:"
+    and a line each, amp_suite.config.problems), in one line per problem. Any other line break,
+    e.g. in a library's exception text, is a space."""
+    first, *rest = str(message).split("\n")
+    lines = [first, *rest] if LISTS_PROBLEMS.search(first) else [str(message)]
+    first, *listed = (mask_credentials(" ".join(printable(line).split())) for line in lines)
+    text = "\n".join([f"amp-suite: error: {first}", *(f"  {line}" for line in listed if line)])
+    errors.print(text, highlight=False, markup=False, soft_wrap=True)
     return typer.Exit(int(code))
+
+
+LISTS_PROBLEMS = re.compile(r"\b\d+ problems:$")
 
 
 def click_errors():
@@ -115,12 +146,35 @@ def resolve_device(choice: DeviceChoice) -> str:
         return "cuda" if available else "cpu"
     if choice is DeviceChoice.cuda and not available:
         why = f" ({str(caught[0].message).strip().splitlines()[0][:200]})" if caught else ""
-        where = " (AMP_SUITE_DEVICE in this image)" if os.environ.get("AMP_SUITE_DEVICE") else ""
-        raise ConfigError(
-            f"--device cuda{where}: no CUDA GPU is visible to PyTorch{why}; give the container the GPUs"
-            " (docker run --gpus all) on a host whose driver supports this image's CUDA, or pass --device cpu"
-        )
+        container = in_container()
+        where = ""
+        if os.environ.get("AMP_SUITE_DEVICE"):
+            where = " (AMP_SUITE_DEVICE in this image)" if container else " (AMP_SUITE_DEVICE)"
+        advice = no_gpu_advice(container, torch.version.cuda)
+        raise ConfigError(f"--device cuda{where}: no CUDA GPU is visible to PyTorch{why}; {advice}; or --device cpu")
     return choice.value
+
+
+# Docker leaves /.dockerenv in a container's root, podman /run/.containerenv; the suite's image
+# names its base in AMP_SUITE_IMAGE_BASE (Dockerfile).
+CONTAINER_MARKERS = (Path("/.dockerenv"), Path("/run/.containerenv"))
+
+
+def in_container() -> bool:
+    return bool(os.environ.get("AMP_SUITE_IMAGE_BASE")) or any(marker.exists() for marker in CONTAINER_MARKERS)
+
+
+def no_gpu_advice(container: bool, cuda_build: str | None) -> str:
+    """What to do when PyTorch sees no GPU, where it applies: a container is given the host's GPUs
+    when it starts; on a host, PyTorch must be a CUDA build, and the driver must show the GPU."""
+    if container:
+        return "give the container the GPUs (docker run --gpus all) on a host whose driver supports this image's CUDA"
+    if cuda_build is None:
+        return "this PyTorch is a CPU-only build: install a CUDA build (https://pytorch.org/get-started/locally/)"
+    return (
+        f"this PyTorch is built for CUDA {cuda_build}: check that nvidia-smi lists a GPU, that its driver supports"
+        " that CUDA, and that CUDA_VISIBLE_DEVICES does not hide it"
+    )
 
 
 def default_matrix(device: str) -> Path:
@@ -130,15 +184,21 @@ def default_matrix(device: str) -> Path:
 def resolve_matrix(given: Path) -> Path:
     """A path, or the name of a shipped matrix ("smoke", "failure-modes.yaml"): in a container
     the shipped ones live inside the package, not under the working directory. A file wins over
-    a shipped name; a folder does not (`--matrix smoke` beside a run folder named smoke)."""
+    a shipped name; a folder does not (`--matrix smoke` beside a run folder named smoke). Nothing
+    there, but a shipped name close to it: a ConfigError that names it ("smok": did you mean 'smoke'?)."""
     try:
         if given.is_file() or (given.exists() and len(given.parts) > 1):
             return given
         for candidate in (EXPERIMENTS_DIR / given.name, EXPERIMENTS_DIR / f"{given.name}.yaml"):
             if candidate.is_file():
                 return candidate
+        exists = given.exists()
     except OSError:  # e.g. a name too long for the file system
-        pass
+        exists = False
+    shipped = [path.stem for path in EXPERIMENTS_DIR.glob("*.yaml")]
+    hint = did_you_mean(given.name.removesuffix(".yaml"), shipped)
+    if not exists and hint:
+        raise ConfigError(f"matrix {shown(given)}: no such file, nor a shipped matrix of that name{hint}")
     return given  # load_matrix says what is wrong with it
 
 

@@ -17,7 +17,8 @@ from amp_suite.cli.common import (
     resolve_matrix,
     say,
 )
-from amp_suite.config import PRECISIONS, ConfigError, load_matrix
+from amp_suite.config import PRECISIONS, WORKLOADS, ConfigError, load_matrix
+from amp_suite.config.problems import did_you_mean, not_among
 
 
 @app.command()
@@ -43,15 +44,53 @@ def doctor(
         return
     if not report["cuda_available"]:
         say("No CUDA GPU is visible to PyTorch; describing the CPU.")
+    for line in doctor_lines(report):
+        say(line)
+
+
+# The doctor's keys (its --json keeps them) as a reader says them.
+DOCTOR_LABELS = {
+    "device": "device", "device_name": "name", "compute_capability": "compute capability",
+    "tensor_cores": "tensor cores", "fast_bf16": "fast bf16", "fast_fp16": "fast fp16", "tf32_supported": "TF32",
+    "tf32_matmul_setting": "TF32 in matmuls", "tf32_cudnn_setting": "TF32 in cuDNN convolutions",
+    "recommended_precision": "recommended precision", "recommendation_reason": "because",
+    "versions": "versions", "torch_built_for_cuda": "torch built for CUDA", "nvml": "GPU state (NVML)",
+    "cuda_available": "CUDA GPU visible",
+}  # fmt: skip
+# PyTorch's fp32_precision settings besides TF32's own (shown as "on"): "none" is not set at this
+# level, where the backend's default applies.
+TF32_SETTINGS = {"ieee": "off (ieee)", "none": "not set (PyTorch's default)"}
+TF32_SETTING_KEYS = ("tf32_matmul_setting", "tf32_cudnn_setting")
+
+
+def doctor_lines(report: dict) -> list[str]:
+    """The doctor's report in words, a line a reading. Where the device has no TF32, its settings
+    mean nothing: one line says so instead of two settings beside "TF32: no"."""
+    lines = []
     for key, value in report.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k}={v}" for k, v in value.items())
-        say(f"{key:>24}: {value}")
+        if key in TF32_SETTING_KEYS and not report.get("tf32_supported"):
+            continue
+        if key == "tf32_supported" and not value:
+            value = "not on this device (the TF32 settings have no effect here)"
+        elif key in TF32_SETTING_KEYS:
+            value = TF32_SETTINGS.get(value, f"on ({value})")
+        lines.append(f"{DOCTOR_LABELS.get(key, key.replace('_', ' ')):>28}: {_reading(value)}")
+    return lines
+
+
+def _reading(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{DOCTOR_LABELS.get(k, k.replace('_', ' '))} {_reading(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    if isinstance(value, bool) or value is None:
+        return {True: "yes", False: "no", None: "not known"}[value]
+    return str(value)
 
 
 @app.command()
 def inspect(
-    workload: Annotated[str, typer.Option(help="Workload name in the matrix (resnet, transformer, mlp).")],
+    workload: Annotated[str, typer.Option(help=f"Workload name in the matrix ({', '.join(WORKLOADS)}, or its label).")],
     precision: Annotated[str, typer.Option(help=f"Precision mode: {', '.join(PRECISIONS)}.")],
     matrix: MatrixOption = None,
     device: Annotated[DeviceChoice, typer.Option(help="Where to run the step.")] = DeviceChoice.auto,
@@ -66,13 +105,15 @@ def inspect(
 
     try:  # a matrix given is checked before torch loads (to look for a GPU): bad input costs no import
         if precision not in PRECISIONS:
-            raise ConfigError(f"--precision: unknown {precision[:40]!r}; choose from {list(PRECISIONS)}")
+            hint = did_you_mean(precision, PRECISIONS)
+            raise ConfigError(f"--precision: unknown {precision[:40]!r}{hint} (choose from {', '.join(PRECISIONS)})")
         given = load_matrix(resolve_matrix(matrix)) if matrix is not None else None
         resolved = resolve_device(device)
         loaded = given or load_matrix(default_matrix(resolved))
         names = [w.name for w in loaded.workloads]
         if workload not in names:
-            raise ConfigError(f"--workload: unknown {workload[:40]!r}; this matrix has {names}")
+            why = not_among(workload, "workload", names, WORKLOADS)
+            raise ConfigError(f"--workload: {why} (this matrix runs {', '.join(names)})")
         chosen = loaded.select([workload], None)
     except ConfigError as exc:
         raise fail(str(exc)) from None

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from amp_suite.analysis.answer import INCONCLUSIVE, Answer
 from amp_suite.analysis.outcome import Outcome
-from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, PASS
+from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, PASS
 from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput
 from amp_suite.analysis.words import gap_words, interval_words, p_value_words, ratio_words, times
 from amp_suite.config import CellSpec
@@ -81,7 +81,7 @@ class RichDisplay:
         self.console.print(f"[{style}]{record.status:>7}[/] {plain(record.cell_id)}  {detail}{reason}", highlight=False)
 
 
-PARITY_STYLE = {PASS: "green", FAIL: "red", INDICATIVE: "cyan", INVALID: "bold red"}
+PARITY_STYLE = {PASS: "green", FAIL: "red", INDICATIVE: "cyan", INVALID: "bold red", NOT_JUDGED: "yellow"}
 
 
 def print_summary(console: Console, rows: Sequence[SummaryRow], title: str, memory_kind: str | None) -> None:
@@ -183,8 +183,8 @@ def print_answer(console: Console, answers: Sequence[Answer], labels: dict[str, 
             style = "yellow" if a.verdict == INCONCLUSIVE else ACCURACY_STYLE[a.accuracy]
             sentence = f"[{style}]{plain(a.sentence)}[/]" if style else plain(a.sentence)
             console.print(f"  [bold]{where}[/]: {sentence}", highlight=False)
-            if a.rule_disagrees:
-                console.print(f"    [dim]{plain(a.rule_disagrees)}[/]", highlight=False)
+            if a.rule_note:
+                console.print(f"    [dim]{plain(a.rule_note)}[/]", highlight=False)
 
 
 def print_outcome(console: Console, outcome: Outcome) -> None:
@@ -211,6 +211,8 @@ def _parity(row: SummaryRow) -> str:
     if p.verdict == INVALID:  # the sides saw other data or batches: nothing compared (the answer says which seed)
         what = "other batches" if p.invalid and p.invalid.kind == "batch order" else "other data"
         return f"[{PARITY_STYLE[p.verdict]}]invalid: {what}[/]"
+    if p.verdict == NOT_JUDGED:  # fp32 itself learned nothing: matching it says nothing of accuracy
+        return f"[{PARITY_STYLE[p.verdict]}]not judged: {REFERENCE} did not learn[/]"
     # One seed, its delta beyond the tolerance: no verdict, but not to be read as a pass either.
     at_risk = "[bold yellow]at risk:[/] " if p.verdict == INDICATIVE and p.beyond_tolerance else ""
     test = f" {p_value_words(p.p_value)}" if p.p_value is not None else ""

@@ -41,7 +41,7 @@ def model_matrix(entry: str) -> tuple[Matrix, str]:
         data = {"name": name, **MODEL_MATRIX, "workloads": [workload]}
         matrix = Matrix.model_validate(data, context={"matrix_dir": Path.cwd()})
     except ValidationError as exc:
-        raise ConfigError(f"--model {entry}: {describe_validation_error(exc)}") from None
+        raise ConfigError(f"--model {entry}: {describe_validation_error(exc, Matrix)}") from None
     return matrix, yaml.safe_dump(matrix.model_dump(mode="json", exclude_unset=True), sort_keys=False)
 
 

@@ -46,7 +46,8 @@ def report(
         Optional[str], typer.Option(envvar="MLFLOW_TRACKING_URI", help="MLflow store to read experiments from.")
     ] = None,
 ) -> None:
-    """Tables, figures, published references and the article's claims from records of one or many machines.
+    """Tables, figures, published references and the claims of the article "Mixed Precision in PyTorch: What
+    autocast Changes and When It Pays Off", judged from records of one or many machines.
 
     Machines (device model and software stack) are never merged: each is its own column."""
     from amp_suite.cli.display import print_answer

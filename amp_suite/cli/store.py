@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,9 +13,10 @@ import typer
 from amp_suite.analysis.outcome import ExitCode
 from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, errors, fail, folder, say, warn
 from amp_suite.config import ConfigError
+from amp_suite.files import RefusedFile, open_regular
 from amp_suite.paths import check_path, is_file, shown
 from amp_suite.records.rundir import RunDirectory, append_to
-from amp_suite.tracking.uri import check_tracking_store, embedded_store_uri
+from amp_suite.tracking.uri import check_tracking_store, embedded_store_uri, sqlite_uri, ui_link
 
 
 @app.command()
@@ -84,36 +86,82 @@ def _sync_folder(directory: RunDirectory, tracking_uri: str | None) -> None:
 
 @app.command()
 def ui(
+    ctx: typer.Context,
     out: Annotated[
         Path, typer.Option(envvar="AMP_SUITE_OUT", parser=folder, help="The --out folder of an earlier run.")
     ] = Path("runs"),
+    store: Annotated[
+        Optional[Path],
+        typer.Option(help="Any MLflow SQLite store file to serve instead of <out>/mlflow.db.", show_default=False),
+    ] = None,
     host: Annotated[str, typer.Option(help="Interface to bind; keep 127.0.0.1 unless behind auth.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port for the UI.")] = 5000,
 ) -> None:
-    """Open the MLflow UI on the embedded store of an earlier run."""
-    store = out / "mlflow.db"
+    """Open the MLflow UI on the embedded store of an earlier run, or on any SQLite store (--store)."""
     try:
-        check_path(out, "--out")
-        RunDirectory(out).check_syncable("ui")  # it writes logs/ui.log and repoints the store: no links
+        if store is not None:
+            given = ctx.get_parameter_source("out")  # click's ParameterSource: its own copy under Typer 0.2x
+            if given is not None and given.name == "COMMANDLINE":
+                raise ConfigError("--out and --store: choose one (--store serves that file, not a run folder's store)")
+            check_sqlite_store(store)
+        else:
+            check_path(out, "--out")
+            RunDirectory(out).check_syncable("ui")  # it writes logs/ui.log and repoints the store: no links
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    if not is_file(store):
-        missing = f"no MLflow store at {shown(store)}; run `amp-suite run --out {shown(out)}` first"
+    served = store if store is not None else out / "mlflow.db"
+    if store is None and not is_file(served):
+        missing = f"no MLflow store at {shown(served)}; run `amp-suite run --out {shown(out)}` first"
         raise fail(f"--out {shown(out)}: {missing}")
     if not _is_loopback(host):
         errors.print(
-            f"amp-suite: warning: serving {store} on {host}:{port} without authentication: anyone who can reach"
+            f"amp-suite: warning: serving {served} on {host}:{port} without authentication: anyone who can reach"
             " that port can read, change and delete every run. Keep --host 127.0.0.1 (in a container, publish the"
             " port on the host's loopback only: -p 127.0.0.1:5000:5000), or use docker/compose.yaml's server,"
             " which requires a login.",
             highlight=False, markup=False, soft_wrap=True,
         )  # fmt: skip
-    _pin_artifacts(RunDirectory(out))
-    _serve(out, host, port)
+    if store is None:
+        _pin_artifacts(RunDirectory(out))  # a run folder's own store keeps its artifacts in the folder
+    _serve(sqlite_uri(served.resolve()), out if store is None else None, host, port)
 
 
-def _serve(out: Path, host: str, port: int) -> None:
-    """The MLflow UI until Ctrl-C (exit 130) or a stop signal; exit 2 if it can't start or stops."""
+# The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html).
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_sqlite_store(path: Path) -> None:
+    """--store names a regular file that is a SQLite database: anything else is one line here, not
+    an MLflow server that starts and then fails, or creates an empty store where a path was mistyped."""
+    check_path(path, "--store")
+    try:
+        with open_regular(path) as handle:  # a FIFO or a device is refused without a read that could wait
+            if handle is None:
+                raise ConfigError(f"--store {shown(path)}: no such file")
+            header = handle.read(len(SQLITE_HEADER))
+    except RefusedFile as exc:
+        raise ConfigError(f"--store {exc}") from None
+    if header != SQLITE_HEADER:
+        raise ConfigError(f"--store {shown(path)}: not a SQLite database (an MLflow store is one, e.g. mlflow.db)")
+    if not _has_table(path, "experiments"):  # MLflow would write its tables into another program's database
+        raise ConfigError(f"--store {shown(path)}: a SQLite database, but not an MLflow store (no experiments table)")
+
+
+def _has_table(database: Path, table: str) -> bool:
+    """Whether the SQLite database has the table, read without writing (read-only, no journal made)."""
+    import sqlite3
+
+    try:
+        with closing(sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)) as connection:
+            found = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+            return found.fetchone() is not None
+    except sqlite3.Error as exc:
+        raise ConfigError(f"--store {shown(database)}: can't be read as a SQLite database ({exc})") from None
+
+
+def _serve(store_uri: str, out: Path | None, host: str, port: int) -> None:
+    """The MLflow UI until Ctrl-C (exit 130) or a stop signal; exit 2 if it can't start or stops.
+    Its log goes into <out>/logs for a run folder's store, else into a temporary file."""
     import tempfile
 
     from amp_suite.signals import signal_of, stop_on_signals
@@ -124,26 +172,29 @@ def _serve(out: Path, host: str, port: int) -> None:
     except UiServerError as exc:
         raise fail(str(exc)) from None
     log = _ui_log(out) or tempfile.NamedTemporaryFile(prefix="amp-suite-ui-", suffix=".log")
-    server = UiServer(embedded_store_uri(out), host, port, log)
+    server = UiServer(store_uri, host, port, log)
     try:
         with log, stop_on_signals():
             try:
                 server.start()
                 server.wait_until_serving()
                 # MLflow 3's UI opens in its GenAI view unless told otherwise; this link opens model training.
-                say(f"MLflow UI on http://{host}:{port}/#/experiments?workflowType=machine_learning (Ctrl-C to stop)")
+                say(f"MLflow UI on {ui_link(f'http://{host}:{port}')} (Ctrl-C to stop)")
                 server.wait()
             finally:
                 server.stop()
     except UiServerError as exc:
-        kept = Path(log.name).parent == out / "logs"  # a temporary log is gone by now
+        kept = out is not None and Path(log.name).parent == out / "logs"  # a temporary log is gone by now
         raise fail(f"{exc} (its log: {log.name})" if kept else str(exc)) from None
     except KeyboardInterrupt as exc:
         raise typer.Exit(128 + signal_of(exc)) from None
 
 
-def _ui_log(out: Path):
-    """<out>/logs/ui.log for the server's output, or None where the folder is read-only."""
+def _ui_log(out: Path | None):
+    """<out>/logs/ui.log for the server's output, or None where the folder is read-only or there is
+    no run folder (--store)."""
+    if out is None:
+        return None
     try:
         (out / "logs").mkdir(exist_ok=True)
         return append_to(out / "logs" / "ui.log")

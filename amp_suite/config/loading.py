@@ -1,4 +1,5 @@
-"""Reading matrix files: bounded, UTF-8, YAML without alias bombs or deep nesting, one error line per problem."""
+"""Reading matrix files: bounded, UTF-8, YAML without alias bombs or deep nesting, one error line per problem
+(amp_suite.config.problems words them)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,20 @@ from pydantic import ValidationError
 
 from amp_suite.config.base import MAX_MATRIX_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, ConfigError, shorten
 from amp_suite.config.matrix import Matrix
-from amp_suite.config.workloads import WORKLOADS
+from amp_suite.config.problems import describe_validation_error
 from amp_suite.files import RefusedFile, read_limited
 from amp_suite.paths import shown
 
 
 def load_matrix(path: Path) -> Matrix:
-    """Read and validate a matrix file; every problem becomes one ConfigError line."""
+    """Read and validate a matrix file: a ConfigError names every problem, a line each."""
     data = parse_yaml(read_matrix_text(path), f"matrix {shown(path)}")
     if not isinstance(data, dict):
         raise ConfigError(f"matrix {shown(path)}: expected a mapping of keys at the top, got {type(data).__name__}")
     try:  # a user workload's file entry is named from the matrix's folder
         return Matrix.model_validate(data, context={"matrix_dir": path.resolve().parent})
     except ValidationError as exc:
-        raise ConfigError(f"matrix {shown(path)}: {describe_validation_error(exc)}") from None
+        raise ConfigError(f"matrix {shown(path)}: {describe_validation_error(exc, Matrix)}") from None
 
 
 def read_matrix_text(path: Path) -> str:
@@ -140,18 +141,3 @@ def _check_unique_keys(node: yaml.MappingNode) -> None:
             if key.value in seen:
                 raise _UnfitYaml(f"key {shorten(key.value, 40)!r} appears twice (line {key.start_mark.line + 1})")
             seen.add(key.value)
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """The first pydantic error as 'field.path: message (got value)', plus a count of the rest."""
-    errors = exc.errors()
-    first = errors[0]
-    loc = [shorten(str(part), 40) for part in first["loc"] if part not in WORKLOADS][:8]
-    if first["type"] == "union_tag_invalid":
-        loc.append("workload")
-    location = ".".join(loc)
-    message = shorten(first["msg"].removeprefix("Value error, "), 300)
-    got = first.get("input")
-    shown = "" if first["type"] in ("missing",) or isinstance(got, (dict, list)) else f" (got {shorten(repr(got), 60)})"
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    return f"{location}: {message}{shown}{more}" if location else f"{message}{shown}{more}"

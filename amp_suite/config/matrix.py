@@ -20,10 +20,11 @@ from amp_suite.config.base import (
     Precision,
     Status,
     count,
-    shorten,
 )
 from amp_suite.config.ddp import DdpCell
-from amp_suite.config.workloads import WorkloadConfig
+from amp_suite.config.precisions import PRECISIONS
+from amp_suite.config.problems import MAX_SHOWN, not_among
+from amp_suite.config.workloads import WORKLOADS, WorkloadConfig
 
 # How a parity verdict is reached (amp_suite.analysis.summary.parity):
 #   t-test: a one-sided paired t test of non-inferiority over the seeds both sides ran, at the margin
@@ -145,7 +146,7 @@ class Matrix(FrozenModel):
     side_by_side: bool = Field(
         True,
         description="the precisions of a comparison take turns on the device, window by window of their timed"
-        " steps, so that a machine that changes speed changes it for all of them (README: What is measured)",
+        " steps, so that a machine that changes speed changes it for all of them (docs/parity.md: side by side)",
     )
 
     @model_validator(mode="after")
@@ -169,11 +170,11 @@ class Matrix(FrozenModel):
         """The same matrix restricted to the named workloads and precisions (CLI filters)."""
         kept = self.workloads
         if workloads is not None:
-            _check_choices("--workloads", workloads, [w.name for w in self.workloads])
+            _check_choices("--workloads", workloads, [w.name for w in self.workloads], "workload", WORKLOADS)
             kept = [w for w in self.workloads if w.name in workloads]
         modes = self.precisions
         if precisions is not None:
-            _check_choices("--precisions", precisions, list(self.precisions))
+            _check_choices("--precisions", precisions, list(self.precisions), "precision mode", PRECISIONS)
             modes = [p for p in self.precisions if p in precisions]
         names = {w.name for w in kept}
         expect = [e for e in self.expect if e.precision in modes and e.workload in (None, *names)]
@@ -212,11 +213,14 @@ class Matrix(FrozenModel):
         ]
 
 
-def _check_choices(option: str, given: list[str], valid: list[str]) -> None:
+def _check_choices(option: str, given: list[str], valid: list[str], kind: str, known: tuple[str, ...]) -> None:
+    """Each name given is one the matrix runs; else why not, name by name: a name the registry
+    `known` lists is one this matrix leaves out, any other gets its nearest names."""
     if not given:
         raise ConfigError(f"{option}: empty; this matrix has {valid}")
-    unknown = [shorten(g, 40) for g in given if g not in valid]
-    if unknown:
-        raise ConfigError(f"{option}: unknown {unknown[:5]}; this matrix has {valid}")
+    reasons = [not_among(name, kind, valid, known) for name in given if name not in valid]
+    if reasons:
+        more = f"; and {len(reasons) - MAX_SHOWN} more" if len(reasons) > MAX_SHOWN else ""
+        raise ConfigError(f"{option}: {'; '.join(reasons[:MAX_SHOWN])}{more} (this matrix runs {', '.join(valid)})")
     if len(set(given)) != len(given):
         raise ConfigError(f"{option}: names repeat; this matrix has {valid}")

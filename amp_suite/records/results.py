@@ -89,7 +89,9 @@ class CellRecord(BaseModel):
     seed: int
     throughput: float | None = measured("samples/s", "training samples per second, measured steps only")
     host_cpu_ms_per_step: float | None = measured(
-        "ms", "CPU time of the cell's process per timed step, every thread (instruments.timers.HostCpuTime); None: DDP"
+        "ms",
+        "CPU time of the cell's process per timed step, every thread (instruments.timers.HostCpuTime); None: DDP",
+        topic="timing",
     )
     throughput_windows: list[float] = Field(
         default_factory=list, max_length=MAX_CURVE_POINTS,
@@ -106,7 +108,9 @@ class CellRecord(BaseModel):
         " with the reverse order, and window i of each is paired with window i of the others",
     )
     untimed_steps: int | None = measured(
-        "steps", "steps trained among the timed ones but not timed: side by side, each turn's first (cell.windows)"
+        "steps",
+        "steps trained among the timed ones but not timed: side by side, each turn's first (cell.windows)",
+        topic="timing",
     )
     ran_alone: str | None = Field(
         None, description="why this cell was timed alone, one after another, though its comparison has others"
@@ -118,27 +122,31 @@ class CellRecord(BaseModel):
         " convolutions and attention: FlopCounterMode's count over all; on the diagnostics micro-batch",
     )
     host_syncs_per_step: int | None = measured(
-        "syncs", "times one training step made the host wait for the device (fp16's GradScaler: 1)"
+        "syncs", "times one training step made the host wait for the device (fp16's GradScaler: 1)", topic="timing"
     )
     tflops: float | None = measured("TFLOP/s", "achieved TFLOP/s over the measured steps")
     peak_tflops: float | None = Field(None, description="the GPU's dense datasheet peak for this math mode")
     mfu: float | None = measured(
         "fraction", "tflops / (peak_tflops x the cell's GPUs, a DDP cell's world size); None off a known peak"
     )
-    warmup_s: float | None = measured("s", "wall time of the warmup steps (torch.compile compiles in them)")
+    warmup_s: float | None = measured(
+        "s", "wall time of the warmup steps (torch.compile compiles in them)", topic="timing"
+    )
     energy_j: float | None = measured(
-        "J", "GPU energy over the timed steps (NVML counter delta)", instrument="gpu_state"
+        "J", "GPU energy over the timed steps (NVML counter delta)", instrument="gpu_state", topic="GPU"
     )
-    energy_j_per_sample: float | None = measured("J", instrument="gpu_state")
+    energy_j_per_sample: float | None = measured("J", instrument="gpu_state", topic="GPU")
     power_w: float | None = measured(
-        "W", "average GPU power over the timed steps: energy / wall time", instrument="gpu_state"
+        "W", "average GPU power over the timed steps: energy / wall time", instrument="gpu_state", topic="GPU"
     )
-    sm_clock_mhz_start: int | None = measured("MHz", "SM clock as the timed steps began (NVML)", instrument="gpu_state")
-    sm_clock_mhz_end: int | None = measured("MHz", instrument="gpu_state")
+    sm_clock_mhz_start: int | None = measured(
+        "MHz", "SM clock as the timed steps began (NVML)", instrument="gpu_state", topic="GPU"
+    )
+    sm_clock_mhz_end: int | None = measured("MHz", instrument="gpu_state", topic="GPU")
     temperature_c_start: int | None = measured(
-        "°C", "GPU die temperature as the timed steps began", instrument="gpu_state"
+        "°C", "GPU die temperature as the timed steps began", instrument="gpu_state", topic="GPU"
     )
-    temperature_c_end: int | None = measured("°C", instrument="gpu_state")
+    temperature_c_end: int | None = measured("°C", instrument="gpu_state", topic="GPU")
     throttle_reasons: list[str] | None = declared(
         "diagnostic", "slowdowns NVML reported during the timed steps", instrument="gpu_state"
     )
@@ -148,36 +156,41 @@ class CellRecord(BaseModel):
     gpu_state_note: str | None = declared(
         "diagnostic", "which GPU readings were unavailable, and why", instrument="gpu_state"
     )
-    step_time_ms_p50: float | None = measured("ms", "median training step (DDP: rank 0's, gradients synced)")
-    step_time_ms_p90: float | None = measured("ms")
-    step_time_ms_mean: float | None = measured("ms")
-    step_time_ms_stdev: float | None = measured("ms")
-    world_size: int | None = measured("ranks", "DDP: ranks, one device each (None: not data-parallel)")
+    step_time_ms_p50: float | None = measured(
+        "ms", "median training step (DDP: rank 0's, gradients synced)", topic="timing"
+    )
+    step_time_ms_p90: float | None = measured("ms", topic="timing")
+    step_time_ms_mean: float | None = measured("ms", topic="timing")
+    step_time_ms_stdev: float | None = measured("ms", topic="timing")
+    world_size: int | None = measured("ranks", "DDP: ranks, one device each (None: not data-parallel)", topic="scaling")
     comm_hook: str | None = Field(None, description="DDP gradient compression: none (float32 all-reduce), fp16, bf16")
     ddp_backend: str | None = Field(None, description="DDP process group backend: nccl (GPUs) or gloo (CPU)")
     rank_threads: int | None = Field(None, description="DDP on a CPU: intra-op threads per rank (the cores, shared)")
     step_time_ms_no_sync_p50: float | None = measured(
-        "ms", "DDP: median step of the same batches inside no_sync() (no gradient all-reduce)"
+        "ms", "DDP: median step of the same batches inside no_sync() (no gradient all-reduce)", topic="scaling"
     )
-    step_time_ms_no_sync_mean: float | None = measured("ms")
+    step_time_ms_no_sync_mean: float | None = measured("ms", topic="scaling")
     comm_share_raw: float | None = measured(
-        "fraction", "DDP: 1 - step_time_ms_no_sync_p50 / step_time_ms_p50 (negative: within noise)"
+        "fraction", "DDP: 1 - step_time_ms_no_sync_p50 / step_time_ms_p50 (negative: within noise)", topic="scaling"
     )
     comm_share: float | None = measured(
-        "fraction", "DDP: comm_share_raw clipped at 0: the step's share spent communicating"
+        "fraction", "DDP: comm_share_raw clipped at 0: the step's share spent communicating", topic="scaling"
     )
     rank_step_time_ms_p50: list[float] = Field(default_factory=list, description="DDP: each rank's median synced step")
-    peak_memory_mb: float | None = measured("MB", instrument="memory")
-    peak_memory_reserved_mb: float | None = measured("MB", instrument="memory")
+    peak_memory_mb: float | None = measured("MB", instrument="memory", topic="memory")
+    peak_memory_reserved_mb: float | None = measured("MB", instrument="memory", topic="memory")
     peak_memory_kind: str | None = declared(
         "diagnostic", "which peak: the CUDA allocator's or the resident set's", instrument="memory"
     )
     device_memory_mb: float | None = Field(None, description="the GPU's total memory; recorded when a cell hits oom")
-    final_loss: float | None = measured("")
+    final_loss: float | None = measured("", topic="accuracy")
     val_metric_name: str | None = Field(None, description="the workload's primary validation metric")
-    val_metric: float | None = measured("")
+    val_metric: float | None = measured("", topic="accuracy")
     val_higher_is_better: bool | None = None
-    val_loss: float | None = measured("")
+    val_metric_chance: float | None = Field(
+        None, description="val_metric of a model that learned only the labels' frequencies (None: unknown)"
+    )
+    val_loss: float | None = measured("", topic="accuracy")
     val_metrics: dict[str, float] = Field(default_factory=dict)
     eval_every: int | None = Field(None, description="time to target: steps between evaluations (None: at the end)")
     eval_curve: list[EvalPoint] = Field(
@@ -185,17 +198,21 @@ class CellRecord(BaseModel):
         description="time to target: the primary metric at each evaluation, the last at the end",
     )  # fmt: skip
     eval_s: float | None = measured(
-        "s", "wall time of the evaluations added for time to target: outside the timed steps and all rates"
+        "s",
+        "wall time of the evaluations added for time to target: outside the timed steps and all rates",
+        topic="accuracy",
     )
     target: float | None = Field(None, description="the declared target for val_metric (None: none declared)")
     steps_to_target: int | None = measured(
-        "steps", "optimizer steps (warmup included) to the first evaluation at the declared target; None: not reached"
+        "steps",
+        "optimizer steps (warmup included) to the first evaluation at the declared target; None: not reached",
+        topic="accuracy",
     )
     time_to_target_s: float | None = measured(
-        "s", "timed training seconds to that evaluation: warmup steps and evaluations excluded"
+        "s", "timed training seconds to that evaluation: warmup steps and evaluations excluded", topic="accuracy"
     )
     grad_underflow_fraction: float | None = measured(
-        "fraction", "share of fp32 gradients below fp16's smallest subnormal, before training"
+        "fraction", "share of fp32 gradients below fp16's smallest subnormal, before training", topic="precision"
     )
     dtype_audit: dict[str, Any] | None = Field(None, description="per-op dtypes of one step (diagnostics.dtype_audit)")
     diagnostics_batch_size: int | None = Field(
@@ -205,9 +222,9 @@ class CellRecord(BaseModel):
     data_fingerprint: str | None = None
     train_samples: int | None = None
     val_samples: int | None = None
-    loss_scale: float | None = measured("")
-    skipped_steps: int | None = measured("steps")
-    loss_scale_drops: int | None = measured("drops")
+    loss_scale: float | None = measured("", topic="precision")
+    skipped_steps: int | None = measured("steps", topic="precision")
+    loss_scale_drops: int | None = measured("drops", topic="precision")
     loss_scale_warning: bool | None = Field(None, description="the scale kept dropping: persistent overflow")
     loss_scale_curve: list[float] = Field(
         default_factory=list, max_length=MAX_CURVE_POINTS, description="GradScaler's scale after every step"
@@ -217,7 +234,7 @@ class CellRecord(BaseModel):
     matmul_dtype: str | None = Field(
         None, description="dtype a matmul produced under the policy (fp8: its float8 operands' dtype)"
     )
-    fp8_layers: int | None = measured("layers", "fp8: linear layers trained as torchao Float8Linear")
+    fp8_layers: int | None = measured("layers", "fp8: linear layers trained as torchao Float8Linear", topic="precision")
     fp8_layers_left_out: list[str] = Field(
         default_factory=list, description="fp8: linear layers left in bf16 (sizes not multiples of 16)"
     )
@@ -227,7 +244,7 @@ class CellRecord(BaseModel):
         default_factory=list, max_length=MAX_CURVE_POINTS, description="loss per measured step"
     )
     started_at: str = ""
-    duration_s: float | None = measured("s")
+    duration_s: float | None = measured("s", topic="timing")
     tracker_run_id: str | None = Field(None, description="the tracker's run mirroring this record (MLflow's run id)")
     log_path: str | None = None
     config: dict[str, Any] = Field(default_factory=dict)

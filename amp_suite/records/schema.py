@@ -13,13 +13,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 Role = Literal["identity", "parameter", "measured", "diagnostic"]
+# What a measured quantity is about: the report's per-cell tables, one per topic, each fits a screen.
+Topic = Literal["speed", "timing", "memory", "accuracy", "precision", "GPU", "scaling"]
 
 
-def measured(unit: str, description: str | None = None, *, instrument: str | None = None, default: Any = None) -> Any:
-    """A scalar a cell measured: charted as a metric by the tracker, a column of the per-cell table.
-    `unit` as people write it ("ms", "MB", "TFLOP/s", "fraction"; "" for a loss or a score);
+def measured(
+    unit: str, description: str | None = None, *, topic: Topic = "speed", instrument: str | None = None,
+    default: Any = None,
+) -> Any:  # fmt: skip
+    """A scalar a cell measured: a column of the report's per-cell table of its `topic`, and in the
+    tracker. `unit` as people write it ("ms", "MB", "TFLOP/s", "fraction"; "" for a loss or a score);
     `instrument`: the module whose reading fills it, where one fills a block of fields (gpu_state)."""
-    extra = {"role": "measured", "unit": unit, "instrument": instrument}
+    extra = {"role": "measured", "unit": unit, "instrument": instrument, "topic": topic}
     return Field(default, description=description, json_schema_extra=extra)  # type: ignore[arg-type]
 
 
@@ -46,6 +51,10 @@ def fields_of(model: type[BaseModel], *, role: Role | None = None, instrument: s
 
 def unit_of(model: type[BaseModel], name: str) -> str | None:
     return _extra(model, name).get("unit")
+
+
+def topic_of(model: type[BaseModel], name: str) -> Topic | None:
+    return _extra(model, name).get("topic")
 
 
 def instruments_of(model: type[BaseModel]) -> tuple[str, ...]:

@@ -19,12 +19,20 @@ from pydantic import BaseModel, Field
 import amp_suite
 from amp_suite.analysis.answer import Answer, answers
 from amp_suite.analysis.quantities import INDICATIVE
-from amp_suite.analysis.summary import BASELINE, BASELINES, SummaryRow, machine_key, setup_key, summarize
+from amp_suite.analysis.summary import (
+    BASELINE,
+    BASELINES,
+    SummaryRow,
+    machine_key,
+    natural_throughput,
+    setup_key,
+    summarize,
+)
 from amp_suite.config.precisions import FP8_MODES, TF32_BASELINE
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
 from amp_suite.records.machine import Machine
 from amp_suite.records.results import CellRecord, utc_now
-from amp_suite.records.schema import fields_of, unit_of
+from amp_suite.records.schema import fields_of, topic_of, unit_of
 from amp_suite.report.claims import ClaimResult, Evidence, judge_claims, thresholds_dict
 from amp_suite.report.references import Reference, ReferenceResult, match_references
 
@@ -49,7 +57,8 @@ class CellMeasures(BaseModel):
     machine: str  # a machine id
     cell_id: str
     status: str
-    measured: dict[str, float]
+    measured: dict[str, float]  # throughput in the workload's own unit, as every table gives it
+    throughput_unit: str = "samples/s"
 
 
 class Report(BaseModel):
@@ -68,6 +77,7 @@ class Report(BaseModel):
     claims: list[ClaimResult]
     cells: list[CellMeasures] = Field(default_factory=list)  # each record's measured quantities
     units: dict[str, str] = Field(default_factory=dict)  # of each quantity in `cells`, as the schema declares
+    topics: dict[str, str] = Field(default_factory=dict)  # of each quantity in `cells`: speed, timing, memory, ...
     notes: list[str] = Field(default_factory=list)  # what a reader would otherwise have to guess
 
 
@@ -132,16 +142,22 @@ def _cells(records: Sequence[CellRecord], ids: dict[str, str]) -> dict[str, Any]
     """Every record's measured quantities, and their units: what a new measured field adds to the
     report without an edit here."""
     names = fields_of(CellRecord, role="measured")
-    cells = [
-        CellMeasures(
-            machine=ids[machine_key(record)], cell_id=record.cell_id, status=record.status,
-            measured={name: value for name in names if (value := getattr(record, name)) is not None},
-        )
-        for record in records
-    ]  # fmt: skip
+    cells = []
+    for record in records:
+        measured = {name: value for name in names if (value := getattr(record, name)) is not None}
+        throughput, unit = natural_throughput(record)
+        if throughput is not None:
+            measured["throughput"] = throughput
+        cell = CellMeasures(
+            machine=ids[machine_key(record)], cell_id=record.cell_id, status=record.status, measured=measured,
+            throughput_unit=unit,
+        )  # fmt: skip
+        cells.append(cell)
     shown = {name for cell in cells for name in cell.measured}
     units = {name: unit_of(CellRecord, name) or "" for name in names if name in shown}
-    return {"cells": cells, "units": units}
+    units |= {"throughput": ""} if "throughput" in units else {}  # each cell's own: images/s, tokens/s, ...
+    topics = {name: topic_of(CellRecord, name) or "" for name in units}
+    return {"cells": cells, "units": units, "topics": topics}
 
 
 def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:

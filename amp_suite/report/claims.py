@@ -1,7 +1,7 @@
 """The autocast article's claims, and torchao's about fp8, judged per machine from its records. No torch here.
 
 Each claim gets, per machine, `supported`, `contradicted` or `not measured here`, and the
-numbers behind the verdict. Every threshold lives in THRESHOLDS (the README quotes them). A
+numbers behind the verdict. Every threshold lives in THRESHOLDS (docs/reports.md quotes them). A
 parity-based claim counts only pass/fail verdicts: an "indicative" one (a single fp32 seed, no
 noise floor) decides nothing, so a one-seed matrix leaves those claims not measured.
 """
@@ -33,6 +33,8 @@ from amp_suite.hardware.capability import recommend
 from amp_suite.records.machine import Machine
 from amp_suite.records.results import CellRecord
 
+# The article the product grew from: every claim below quotes it, and every surface names it so.
+ARTICLE = "Mixed Precision in PyTorch: What autocast Changes and When It Pays Off"
 
 @dataclass(frozen=True)
 class Thresholds:

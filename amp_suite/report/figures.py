@@ -65,7 +65,7 @@ def _draw(name: str, title: str, painter: Callable[..., object], *args) -> Figur
             text.set_text("\n".join(printable(line) for line in lines).replace("$", r"\$"))
         figure.tight_layout()
         buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=90)
+        figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")  # legends below a panel included
         plt.close(figure)
     return Figure(name, title, buffer.getvalue())
 

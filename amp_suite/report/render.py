@@ -8,13 +8,16 @@ renders inside MLflow's sandboxed artifact viewer and from a copied folder.
 from __future__ import annotations
 
 import base64
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import get_args
 
-from amp_suite.analysis.answer import WORTHWHILE_GAIN, Accuracy
+from markupsafe import Markup, escape
+
+from amp_suite.analysis.answer import WORTHWHILE_GAIN, Accuracy, Answer
 from amp_suite.analysis.quantities import FAIL, ParityVerdict
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.analysis.words import p_value_words, parity_words, ratio_words, target_words, times, verdict_words
@@ -24,8 +27,9 @@ from amp_suite.config.precisions import (
     SPEED_BASELINES,
     precision_order,
 )
-from amp_suite.report.build import Report
-from amp_suite.report.claims import CLAIMS, NOT_MEASURED, ClaimVerdict
+from amp_suite.records.schema import Topic
+from amp_suite.report.build import CellMeasures, Report
+from amp_suite.report.claims import ARTICLE, CLAIMS, NOT_MEASURED, ClaimVerdict
 from amp_suite.report.figures import Figure
 from amp_suite.report.references import NO_MATCHING_RUN
 from amp_suite.report.references import Verdict as ReferenceVerdict
@@ -63,7 +67,7 @@ def sections(report: Report) -> list[Section]:
     labels = {m.id: m.label for m in report.machines}
     found = [_answer(report, labels)] if report.answer else []
     found.append(_machines(report))
-    found += [without_empty_columns(_glance(report, m.id, m.label), keep=2) for m in report.machines]
+    found += [table for m in report.machines for table in _glance(report, m.id, m.label)]
     found += [without_empty_columns(_machine_rows(report, m.id, m.label), keep=6) for m in report.machines]
     if len(report.machines) > 1:
         found.append(_across(report, labels))
@@ -73,8 +77,7 @@ def sections(report: Report) -> list[Section]:
         found.append(_data_parallel(report, labels))
     found.append(_references(report, labels))
     found.append(_claims(report, labels))
-    if report.cells:
-        found.append(_cells(report, labels))
+    found += _cells(report, labels)
     return found
 
 
@@ -83,11 +86,11 @@ def _answer(report: Report, labels: dict[str, str]) -> Section:
     several_matrices = len({a.matrix for a in report.answer}) > 1
     rows = [
         [labels[a.machine], a.workload + (f" ({a.matrix})" if several_matrices else ""), a.batch, a.variant,
-         a.mode or a.verdict, f"accuracy {a.accuracy}", a.sentence]
+         a.mode or a.verdict, _mode_accuracy(a), a.sentence]
         for a in report.answer
     ]  # fmt: skip
     disagreements = [
-        f"{labels[a.machine]}, {a.workload}: {a.rule_disagrees}" for a in report.answer if a.rule_disagrees
+        f"{labels[a.machine]}, {a.workload}: {a.rule_note}" for a in report.answer if a.rule_note
     ]
     intro = (
         "Train in the fastest mode that beats fp32 beyond noise (its speedup's 95% interval above 1, with no cell"
@@ -102,57 +105,72 @@ def _answer(report: Report, labels: dict[str, str]) -> Section:
     return Section("The answer", intro, headers, rows, disagreements)
 
 
-def _glance(report: Report, machine: str, label: str) -> Section:
-    """In the shape of NVIDIA's and MLPerf's tables: a row per workload, a column group per precision
-    mode (throughput mean ± seed-to-seed stdev with its runs; against fp32: speedup with its interval,
-    memory, then the validation metric and the parity verdict)."""
+def _mode_accuracy(answer: Answer) -> str:
+    """Accuracy under the mode to train in, the column beside it: fp32, the reference, has nothing to
+    keep, and what the faster modes did to accuracy is the sentence's to say."""
+    return "-" if answer.mode in (None, REFERENCE) else f"accuracy {answer.accuracy}"
+
+
+def _glance(report: Report, machine: str, label: str) -> list[Section]:
+    """In the shape of NVIDIA's and MLPerf's tables, a row per workload and a column per precision
+    mode, one table per topic so that each fits a screen: speed, memory, accuracy."""
     mine = [r for r in report.rows if r.machine == machine]
-    setups: dict[str, list[SummaryRow]] = {}
+    setups: dict[str, dict[str, SummaryRow]] = {}
     for row in mine:
-        setups.setdefault(row.setup, []).append(row)
+        setups.setdefault(row.setup, {})[row.precision] = row
     precisions = sorted({r.precision for r in mine}, key=precision_order)
     several_matrices = len({r.matrix for r in mine}) > 1
-    headers: list[str] = ["workload (unit; validation metric)", "batch"]
-    for precision in precisions:
-        headers += [f"{precision} throughput"]
-        headers += [] if precision == REFERENCE else [f"{precision} speedup", f"{precision} memory"]
-        headers += [f"{precision} validation"] + ([] if precision == REFERENCE else [f"{precision} parity"])
-    rows = []
-    for group in setups.values():
-        first = group[0]
-        where = first.workload + ("" if first.variant == "eager" else f", {first.variant}")
-        where += f", {first.matrix}" if several_matrices else ""
-        metric = next((r.val_metric_name for r in group if r.val_metric_name), None)
-        cells = [f"{where} ({first.unit}" + (f"; {metric.removeprefix('val_')})" if metric else ")"), first.batch]
-        for precision in precisions:
-            row = next((r for r in group if r.precision == precision), None)
-            cells += _glance_group(row, precision == REFERENCE)
-        rows.append(cells)
-    intro = (
-        "Throughput: mean over the runs that finished ± their seed-to-seed standard deviation (n: runs). Speedup and"
-        " memory against fp32; parity of the validation metric against fp32's. Every cell's figures are in the"
-        " table below."
+
+    def table(topic: str, intro: str, label_of: Callable[[SummaryRow], str | None], cell: GlanceCell) -> Section:
+        rows = []
+        for group in setups.values():
+            first = next(iter(group.values()))
+            where = first.workload + ("" if first.variant == "eager" else f", {first.variant}")
+            where += f", {first.matrix}" if several_matrices else ""
+            shown = [cell(group[p], p == REFERENCE) if p in group else "-" for p in precisions]
+            unit = label_of(first)
+            rows.append([where + (f" ({unit})" if unit else ""), first.batch, *shown])
+        headers = ["workload", "batch", *precisions]
+        return without_empty_columns(Section(f"{topic} on {label}", intro, headers, rows), keep=3)
+
+    speed = (
+        f"{REFERENCE}: throughput, the mean over the runs that finished ± their seed-to-seed standard deviation"
+        f" (n: runs). Every other mode: its speedup against {REFERENCE}, with its 95% interval in brackets."
     )
-    return Section(f"At a glance on {label}", intro, headers, rows)
+    memory = f"{REFERENCE}: peak memory. Every other mode: its peak memory against {REFERENCE}'s."
+    accuracy = (
+        f"The validation metric, mean over seeds; beside every mode but {REFERENCE}, the parity verdict against"
+        f" {REFERENCE}'s on the same seeds. Every cell's figures are in the tables below."
+    )
+    return [
+        table("Speed", speed, lambda row: row.unit, _speed_cell),
+        table("Memory", memory, lambda row: None, _memory_cell),
+        table("Accuracy", accuracy, lambda row: row.val_metric_label or "no metric", _accuracy_cell),
+    ]
 
 
-def _glance_group(row: SummaryRow | None, reference: bool) -> list[str]:
-    """One precision's cells: throughput, (speedup, memory), validation, (parity)."""
-    validation = "-" if row is None or row.val_metric is None else f"{row.val_metric:.4g}"
-    if reference:
-        return [_glance_throughput(row), validation]
-    if row is None:
-        return ["-"] * 5
-    return [_glance_throughput(row), ratio_words(row.speedup), times(row.memory_ratio), validation, _parity_word(row)]
+GlanceCell = Callable[[SummaryRow, bool], str]  # (a mode's row, whether it is the reference) -> its cell
 
 
-def _glance_throughput(row: SummaryRow | None) -> str:
-    if row is None:
-        return "-"
+def _speed_cell(row: SummaryRow, reference: bool) -> str:
     if row.throughput is None:
         return row.status
+    if not reference:
+        return ratio_words(row.speedup)
     spread = f" ± {row.throughput_stdev:,.0f}" if row.throughput_stdev is not None else ""
     return f"{row.throughput:,.0f}{spread} (n={row.runs})"
+
+
+def _memory_cell(row: SummaryRow, reference: bool) -> str:
+    if row.peak_memory_mb is None:
+        return "-"
+    return f"{row.peak_memory_mb:,.0f} MB" if reference else times(row.memory_ratio)
+
+
+def _accuracy_cell(row: SummaryRow, reference: bool) -> str:
+    if row.val_metric is None:
+        return "-"
+    return f"{row.val_metric:.4g}" + ("" if reference else f", {_parity_word(row)}")
 
 
 def _parity_word(row: SummaryRow | None) -> str:
@@ -164,25 +182,50 @@ def _parity_word(row: SummaryRow | None) -> str:
     return f"at risk: {p.verdict}" if p.beyond_tolerance and p.verdict != FAIL else p.verdict
 
 
-def _cells(report: Report, labels: dict[str, str]) -> Section:
-    """One row per record, one column per measured quantity any record has (the record schema's)."""
-    names = list(report.units)
-    columns = [f"{name} ({unit})" if (unit := report.units[name]) else name for name in names]
-    headers = ("machine", "cell", "status", *columns)
-    rows = [
-        [labels[c.machine], c.cell_id, c.status, *(_quantity(c.measured.get(name)) for name in names)]
-        for c in report.cells
-        if c.measured  # a skipped cell measured nothing: the results tables above say why
-    ]
-    intro = (
-        "Every quantity each cell measured, as results.jsonl holds it: one row per record that measured"
-        " something ('-': not measured by that cell)."
-    )
-    return Section("Every cell's measurements", intro, headers, rows)
+def _cells(report: Report, labels: dict[str, str]) -> list[Section]:
+    """Every quantity each record measured (the record schema's), one table per topic that any record
+    measured: a row per record that measured something of it, a column per quantity."""
+    several = len(report.machines) > 1
+    sections = []
+    for topic in get_args(Topic):
+        names = [name for name in report.units if report.topics.get(name) == topic]
+        measured = [c for c in report.cells if any(name in c.measured for name in names)]
+        if not measured:
+            continue
+        columns = [f"{name} ({unit})" if (unit := report.units[name]) else name for name in names]
+        headers = [*(["machine"] if several else []), "cell", "status", *columns]
+        rows = [
+            [*([labels[c.machine]] if several else []), c.cell_id, c.status, *(_measure(c, name) for name in names)]
+            for c in measured
+        ]
+        sections.append(Section(f"Every cell's {topic} measurements", _CELLS_INTRO, headers, rows))
+    return sections
+
+
+_CELLS_INTRO = (
+    "Every quantity of this topic each cell measured, as results.jsonl holds it (throughput in the workload's unit,"
+    " as in the tables above): one row per record that measured any ('-': not measured by that cell)."
+)
+
+
+def _measure(cell: CellMeasures, name: str) -> str:
+    value = cell.measured.get(name)
+    if name == "throughput" and value is not None:
+        return _rate(value, cell.throughput_unit)
+    return _quantity(value)
 
 
 def _quantity(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
+    """Four significant digits, in plain notation from 0.001 up: 42,090, not 4.209e+04."""
+    if value is None:
+        return "-"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    if not math.isfinite(value) or abs(value) < 1e-3:
+        return f"{value:.4g}"
+    decimals = max(0, 3 - math.floor(math.log10(abs(value))))
+    shown = f"{value:,.{decimals}f}"
+    return shown.rstrip("0").rstrip(".") if "." in shown else shown
 
 
 def _machines(report: Report) -> Section:
@@ -365,7 +408,8 @@ def _claims(report: Report, labels: dict[str, str]) -> Section:
             notes.append(f"Not measurable on {labels.get(machine, machine)}: {'; '.join(unjudged)}.")
     thresholds = ", ".join(f"{k} {v}" for k, v in report.thresholds.items())
     intro = (
-        f"Each claim of the autocast article, and torchao's about fp8, judged per machine from its records."
+        f"Each claim of the article \u201c{ARTICLE}\u201d, and torchao's about fp8, judged per machine from its"
+        " records."
         f" Thresholds: {thresholds}."
     )
     return Section("The article's claims", intro, ("claim", "machine", "verdict", "evidence"), rows, notes)
@@ -451,8 +495,10 @@ def to_html(report: Report, figures: Sequence[Figure]) -> str:
     environment = Environment(
         loader=PackageLoader("amp_suite.report"),
         autoescape=select_autoescape(["html", "j2"]),
-        finalize=lambda value: printable(value) if isinstance(value, str) else value,  # no ESC, BEL, bidi overrides
+        # No ESC, BEL or bidi overrides in any string; markup the filters made is theirs, made safe there.
+        finalize=lambda value: printable(value) if isinstance(value, str) and not isinstance(value, Markup) else value,
     )
+    environment.filters["code"] = code_spans
     environment.filters["verdict_class"] = verdict_class
     environment.filters["number_class"] = number_class
     environment.filters["prose_class"] = prose_class
@@ -473,6 +519,14 @@ def verdict_class(cell: str) -> str:
     """A CSS class for a cell that starts with a verdict or status ("fail (-0.87 / 0.02)"), else ""."""
     word = next((w for w in VERDICT_WORDS if cell == w or cell.startswith((w + " (", w + " [", w + ",", w + " "))), "")
     return word.rstrip(":").replace(" ", "-")
+
+
+CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def code_spans(text: str) -> Markup:
+    """The text escaped, with its `code spans` (a matrix key, a command) as <code>, as Markdown shows them."""
+    return Markup(CODE_SPAN.sub(r"<code>\1</code>", str(escape(printable(text)))))
 
 
 NUMBER = re.compile(r"[-+]?\d[\d,.]*(x|%|\b)")

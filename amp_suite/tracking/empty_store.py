@@ -6,7 +6,8 @@ the same seconds each time. The first store this MLflow version makes is therefo
 of its Default experiment, in the user's cache (~/.cache/amp-suite, or $XDG_CACHE_HOME), and
 later new stores start as a byte copy of it: the same schema at the same revision, so MLflow
 finds nothing to migrate. MLflow then adds the Default experiment itself, located for this
-store. Without a cache (unwritable, or a different MLflow), MLflow makes the store as before.
+store (and MlflowStore deletes it again while it is empty: our stores list our experiments).
+Without a cache (unwritable, or a different MLflow), MLflow makes the store as before.
 
 The cache is a file anyone with the user's rights may have replaced: a copy that is not an empty
 MLflow store (garbage, or one holding an experiment whose artifacts go elsewhere) is emptied out

@@ -1,11 +1,12 @@
 """What amp-suite writes to MLflow, and how it finds it again. Used by the tracker and by sync.
 
 One experiment per matrix, a parent run per invocation and a nested child run per cell record,
-written with MlflowClient (no global "active run" state). Built for review in the UI: the
-experiment opens in model-training mode; a parent is named for its GPU model and host and
-carries the environment and the report; each child has workload, precision and batch size as
-params and its speedup and parity verdict as metrics and tags, so the UI can group, sort and
-search them (`tags.parity = "fail"`). Every run is tagged with the ids of
+written with MlflowClient (no global "active run" state). Built for review in the UI: a parent is
+named for its GPU model and host, opens on the answer and carries the environment and the report;
+each child has workload, precision and batch size as params, its verdict line as its description,
+the few metrics people compare as charts (cell_view) and its parity verdict as a tag, so the UI can
+group, sort and search them (`tags.parity = "fail"`). A store the suite makes holds no empty
+Default experiment. Every run is tagged with the ids of
 its invocation and record, and marked complete as the last thing logged to it: sync finds
 runs by those tags, skips complete ones and re-logs incomplete ones. Metric timestamps come from
 the record, not the clock, so logging the same record twice adds nothing (MLflow ignores a
@@ -19,7 +20,6 @@ import fcntl
 import getpass
 import json
 import logging
-import math
 import os
 import time
 from collections import Counter
@@ -29,23 +29,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from amp_suite.analysis.answer import INCONCLUSIVE, RECOMMENDED, Answer, answers
-from amp_suite.analysis.quantities import FAIL, JUDGED, PASS
-from amp_suite.analysis.summary import SummaryRow, group_key, natural_throughput
-from amp_suite.analysis.time_to_target import crossing
+from amp_suite.analysis.answer import INCONCLUSIVE, Answer, answers
+from amp_suite.analysis.quantities import FAIL
+from amp_suite.analysis.summary import SummaryRow, group_key
 from amp_suite.analysis.words import times
-from amp_suite.config.precisions import REFERENCE
 from amp_suite.errors import ConfigError
 from amp_suite.paths import shown
 from amp_suite.records.invocations import InvocationStarted
 from amp_suite.records.jsonl import json_safe
 from amp_suite.records.results import CellRecord
 from amp_suite.records.rundir import is_plain_file
-from amp_suite.records.schema import fields_of
-from amp_suite.tracking import empty_store
+from amp_suite.tracking import cell_view, empty_store
 from amp_suite.tracking.relocate import artifact_location, pin_artifacts
+from amp_suite.tracking.uri import UI_VIEW_KEY, check_server_answers, for_mlflow, sqlite_database
 from amp_suite.tracking.uri import artifact_root as default_artifact_root
-from amp_suite.tracking.uri import check_server_answers, for_mlflow, sqlite_database
 
 TAG_INVOCATION = "amp_suite.invocation_id"
 TAG_RECORD = "amp_suite.record_id"
@@ -53,8 +50,18 @@ TAG_COMPLETE = "amp_suite.complete"
 TAG_ENDED_BY = "amp_suite.ended_by"
 PARENT = "mlflow.parentRunId"
 RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED"}  # skipped: set aside
-METRIC_FIELDS = fields_of(CellRecord, role="measured")  # every quantity a cell measured, as declared
-EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # not the GenAI view
+# What MLflow 3.x's UI itself reads for its mode is the browser's choice (uri.ui_link), not this tag;
+# the tag says what the experiment is to MLflow's APIs and to a UI that honours it.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+DEFAULT_EXPERIMENT = "0"  # the "Default" experiment MLflow's SQL store makes on first use
+# The runs table as a link with viewStateShareKey=amp-suite opens it (uri.ui_link): every cell a row,
+# grouped by workload (MLflow otherwise folds a parent's cells behind a "+"), all of them charted
+# (MLflow otherwise charts the first 10). MLflow's UI reads plain JSON from this experiment tag.
+RUNS_VIEW = {
+    "runsHiddenMode": "SHOW_ALL",
+    "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "param", "groupByData": "workload"}]},
+}
+RUNS_VIEW_TAG = f"mlflow.sharedViewState.{UI_VIEW_KEY}"
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's own tags (mlflow.utils.mlflow_tags)
 MLFLOW_NOTE = "mlflow.note.content"  # a run's description in the UI
 MLFLOW_DATASET_CONTEXT = "mlflow.data.context"
@@ -73,10 +80,6 @@ SOURCE_TAGS = {"mlflow.source.name": "amp-suite", "mlflow.source.type": "LOCAL",
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits
 MAX_TAGS_PER_CALL = 100
 MAX_TAG_LENGTH = 5000  # what every MLflow backend keeps of a tag's value
-# Points of a per-step curve logged as a metric's history. A store takes ~10,000 rows a second,
-# so a 1,000,000-step cell's curves took minutes to log; the UI's charts draw a sample of a few
-# hundred points anyway. Every point stays in the run's record.json and in results.jsonl.
-MAX_CHARTED_POINTS = 10_000
 
 
 class MlflowStore:
@@ -99,6 +102,20 @@ class MlflowStore:
             if database is not None and self.artifact_root is not None and (new or artifact_root is not None):
                 # MLflow has just made its Default experiment in ./mlruns; a copied or edited store points anywhere.
                 pin_artifacts(database, self.artifact_root)
+            if new:
+                self._retire_default()
+
+    def _retire_default(self) -> None:
+        """A store the suite made holds its matrices' experiments only: MLflow's empty Default
+        experiment is deleted (kept as deleted, so MLflow does not make it again on the next open)."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            default = self.client.get_experiment(DEFAULT_EXPERIMENT)
+        except MlflowException:  # none made: nothing to retire
+            return
+        if default.lifecycle_stage == "active" and not self.client.search_runs([DEFAULT_EXPERIMENT], max_results=1):
+            self.client.delete_experiment(DEFAULT_EXPERIMENT)
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -122,12 +139,22 @@ class MlflowStore:
 
     def experiment_id(self, name: str, create: bool = True) -> str | None:
         found = self.client.get_experiment_by_name(name)
+        if found is not None and found.experiment_id == DEFAULT_EXPERIMENT and found.lifecycle_stage == "deleted":
+            if not create:  # retired while empty (_retire_default): nothing of ours is in it
+                return None
+            self.client.restore_experiment(DEFAULT_EXPERIMENT)  # a matrix named "Default" asks for it back
+            for key, value in EXPERIMENT_KIND.items():
+                self.client.set_experiment_tag(DEFAULT_EXPERIMENT, key, value)
+            found = self.client.get_experiment(DEFAULT_EXPERIMENT)
         if found is not None:
+            if create and RUNS_VIEW_TAG not in found.tags:  # one an earlier version made; a reader writes nothing
+                self.client.set_experiment_tag(found.experiment_id, RUNS_VIEW_TAG, json.dumps(RUNS_VIEW))
             return found.experiment_id
         if not create:
             return None
         location = artifact_location(self.artifact_root) if self.artifact_root else None
-        return self.client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
+        tags = {**EXPERIMENT_KIND, RUNS_VIEW_TAG: json.dumps(RUNS_VIEW)}
+        return self.client.create_experiment(name, artifact_location=location, tags=tags)
 
     def runs_of(self, experiment_id: str, invocation_id: str, running_only: bool = False) -> list[Any]:
         query = f"tags.`{TAG_INVOCATION}` = '{invocation_id}'"
@@ -178,18 +205,13 @@ class MlflowStore:
     # -- logging -----------------------------------------------------------------------------
 
     def log_record(self, run_id: str, record: CellRecord, log_file: Path | None) -> None:
-        """Everything a cell record says, as params, metrics, tags and artifacts."""
+        """Everything a cell record says: params, the few charted metrics (cell_view), tags, the
+        cell's line as its description, and artifacts (record.json, diagnostics.json, its log).
+        The loss-scale and evaluation curves are in record.json."""
         stamp = _millis(record.started_at)
-        metrics = [(key, getattr(record, key), 0) for key in METRIC_FIELDS if getattr(record, key) is not None]
-        throughput, unit = natural_throughput(record)
-        if throughput is not None:  # in the unit the report gives it, the unit in its name: throughput_tokens_per_s
-            metrics = [m for m in metrics if m[0] != "throughput"] + [(throughput_metric(unit), throughput, 0)]
-        metrics += [(key, value, 0) for key, value in record.val_metrics.items() if key not in METRIC_FIELDS]
-        metrics += [("train_loss", loss, record.warmup_steps + i) for i, loss in _charted(record.loss_curve)]
-        metrics += [("loss_scale_series", scale, step) for step, scale in _charted(record.loss_scale_curve)]
-        # Time to target: the validation metric at each evaluation, charted against the step.
-        metrics += [(f"{record.val_metric_name}_curve", p.metric, p.step) for p in record.eval_curve]
-        tags: dict[str, Any] = {"status": record.status, "reason": record.reason or "", "cell_id": record.cell_id}
+        metrics = cell_view.record_metrics(record)
+        tags: dict[str, Any] = {"status": record.status, "reason": record.reason, "cell_id": record.cell_id}
+        tags[MLFLOW_NOTE] = cell_view.verdict_line(record, None)  # the summary's line replaces it (log_verdicts)
         if record.machine is not None:
             tags["machine"] = record.machine.key
         if record.loss_scale_warning is not None:
@@ -204,6 +226,7 @@ class MlflowStore:
             self._log_dataset(run_id, record)
         # The record as results.jsonl holds it: non-finite values as strings, like every line there.
         self.client.log_dict(run_id, json.loads(record.model_dump_json(exclude={"dtype_audit"})), "record.json")
+        self.client.log_dict(run_id, json_safe(cell_view.record_diagnostics(record)), cell_view.DIAGNOSTICS)
         if record.dtype_audit:
             self.client.log_dict(run_id, record.dtype_audit, "dtype_audit.json")
         if log_file is not None and is_plain_file(log_file):  # never a link to a file elsewhere
@@ -229,7 +252,7 @@ class MlflowStore:
     def set_aside(self, run_id: str, record: CellRecord) -> None:
         """A skipped cell measured nothing: its run leaves the runs table (deleted, with its reason
         kept on it) instead of standing there as a finished run without metrics. The parent lists it."""
-        self._batch(run_id, tags={"status": record.status, "reason": record.reason or "", TAG_COMPLETE: "true"})
+        self._batch(run_id, tags={"status": record.status, "reason": record.reason, TAG_COMPLETE: "true"})
         self.client.set_terminated(run_id, "KILLED")  # it did not run: not FINISHED
         self.client.delete_run(run_id)
 
@@ -239,38 +262,23 @@ class MlflowStore:
         self.client.log_dict(run_id, json_safe([row.as_dict() for row in summary]), "summary.json")
 
     def log_verdicts(self, summary: Sequence[SummaryRow], runs: Sequence[tuple[CellRecord, str]], stamp: str) -> None:
-        """Each child's speedup, memory ratio and parity verdict, from its row of the summary.
+        """Each child's speedup (charted), parity verdict (a tag to search by), its verdict line as its
+        description, and the summary's details in diagnostics.json beside the record's own.
         `runs`: (record, the id of its run in this store)."""
         rows = {(row.machine, row.setup, row.precision): row for row in summary}
         for record, run_id in runs:
             row = rows.get(group_key(record))
             if row is None or record.status == "skipped":  # a skipped cell's run is set aside: nothing to add
                 continue
-            metrics = [(_speedup_metric(baseline), over.value, 0) for baseline, over in row.speedups.items()]
-            metrics.append(("memory_ratio", row.memory_ratio, 0))
             tags = {"speedup": times(row.speedup and row.speedup.value), "noisy": row.noisy, "throttled": row.throttled}
-            if row.parity is not None:
-                p = row.parity
-                metrics += [
-                    ("parity_delta", p.delta, 0),
-                    ("parity_margin", p.tolerance, 0),
-                    ("parity_p_value", p.p_value, 0),
-                    ("parity_seeds", p.seeds, 0),
-                ]
-                tags["parity"] = p.verdict
-                if p.verdict in JUDGED:  # sortable; "indicative" is no verdict to chart
-                    metrics.append(("parity_pass", float(p.verdict == PASS), 0))
-                if p.invalid:
-                    tags["parity_invalid"] = p.invalid.words
-            if (reach := row.time_to_target) is not None:
-                metrics += [("target_speedup", reach.speedup, 0), ("target_reached_seeds", reach.reached, 0)]
-                tags["target"] = reach.described
-                # The run's own time to the resolved target: a target derived from fp32's runs is
-                # known only now, so the cell could not log it when it ended.
-                if record.target is None and (point := crossing(record, reach.target)) is not None:
-                    metrics += [("time_to_target_s", point.train_s, 0), ("steps_to_target", point.step, 0)]
-            metrics = [m for m in metrics if m[1] is not None and math.isfinite(m[1])]
-            self._batch(run_id, tags=tags, metrics=metrics, timestamp=_millis(stamp))
+            tags[MLFLOW_NOTE] = cell_view.verdict_line(record, row)[:MAX_TAG_LENGTH]
+            if (p := row.parity) is not None:
+                tags |= {"parity": p.verdict, "parity_invalid": p.invalid.words if p.invalid else None}
+            if row.time_to_target is not None:
+                tags["target"] = row.time_to_target.described
+            self._batch(run_id, tags=tags, metrics=cell_view.verdict_metrics(record, row), timestamp=_millis(stamp))
+            diagnostics = cell_view.record_diagnostics(record) | cell_view.verdict_diagnostics(record, row)
+            self.client.log_dict(run_id, json_safe(diagnostics), cell_view.DIAGNOSTICS)
 
     def describe_parent(self, run_id: str, record: CellRecord, matrix: str, stamp: str) -> None:
         """Name the parent for the machine it measured and carry that machine's environment."""
@@ -286,23 +294,23 @@ class MlflowStore:
         self._batch(run_id, tags=tags)
 
     def log_overview(self, run_id: str, summary: Sequence[SummaryRow], records: Sequence[CellRecord]) -> None:
-        """The parent as the runs table compares invocations and machines: the answer as its
-        description, summary metrics per workload, and the cells that were skipped (their runs are
-        set aside) with their reasons."""
+        """The parent's description opens on the answer: the UI folds a note after its first line or
+        two, so the first line is an answer sentence, not a heading. Its counts are tags, not
+        charts: the children's metrics are what the experiment's charts compare."""
         machines = {r.machine.key: r.machine for r in records if r.machine}
         found = answers(summary, machines)
-        lines = [f"- **{a.workload}** (batch {a.batch}, {a.variant}): {a.sentence}" for a in found]
-        note = "\n".join(["**The answer** (amp-suite: fp32 is the reference)", "", *lines])
-        metrics = [(f"{workload}.answer_speedup", speedup, 0) for workload, speedup in _answered(found).items()]
-        metrics += [
-            ("parity_failures", sum(1 for r in summary if r.parity and r.parity.verdict == FAIL), 0),
-            ("noisy_rows", sum(1 for r in summary if r.noisy), 0),
-            ("inconclusive_answers", sum(1 for a in found if a.verdict == INCONCLUSIVE), 0),
-        ]
-        metrics += [(f"cells_{status}", count, 0) for status, count in Counter(r.status for r in records).items()]
+        lines = overview_lines(found) or ["No answer: no cell finished to compare with fp32."]
+        note = "\n\n".join([*lines, "_amp-suite: every mode is compared with fp32, the reference._"])
+        tags: dict[str, Any] = {MLFLOW_NOTE: note[:MAX_TAG_LENGTH]}
+        tags |= {
+            "parity_failures": sum(1 for r in summary if r.parity and r.parity.verdict == FAIL),
+            "noisy_rows": sum(1 for r in summary if r.noisy),
+            "inconclusive_answers": sum(1 for a in found if a.verdict == INCONCLUSIVE),
+        }
+        tags |= {f"cells_{status}": count for status, count in Counter(r.status for r in records).items()}
         skipped = "; ".join(f"{r.cell_id}: {r.reason}" for r in records if r.status == "skipped")
-        tags = {MLFLOW_NOTE: note[:MAX_TAG_LENGTH], "skipped_cells": skipped[:MAX_TAG_LENGTH] or "none"}
-        self._batch(run_id, tags=tags, metrics=metrics)
+        tags["skipped_cells"] = skipped[:MAX_TAG_LENGTH] or "none"
+        self._batch(run_id, tags=tags)
 
     def log_report(self, run_id: str, folder: Path) -> None:
         """The report (HTML, Markdown, JSON and figures) as the parent's `report/` artifacts."""
@@ -323,7 +331,8 @@ class MlflowStore:
         e = self._entities
         stamp = timestamp if timestamp is not None else int(time.time() * 1000)
         param_list = [e.Param(k, str(v)) for k, v in (params or {}).items()]
-        tag_list = [e.RunTag(k, "" if v is None else str(v)) for k, v in (tags or {}).items()]
+        # An unset or empty tag is left off: the UI would list it as an empty value.
+        tag_list = [e.RunTag(k, str(v)) for k, v in (tags or {}).items() if v is not None and str(v) != ""]
         metric_list = [e.Metric(k, float(v), stamp, step) for k, v, step in metrics]
         for chunk in _chunks(param_list, MAX_TAGS_PER_CALL):
             self.client.log_batch(run_id, params=chunk)
@@ -398,14 +407,10 @@ def matrix_params(config: dict[str, Any]) -> dict[str, Any]:
     return {("matrix" if key == "name" else key): value for key, value in params.items()}
 
 
-def _answered(found: Sequence[Answer]) -> dict[str, float]:
-    """Per workload, the speedup over fp32 of the mode its answer recommends (the largest, where it
-    has several comparisons); a workload whose answers recommend no mode has none."""
-    best: dict[str, float] = {}
-    for answer in found:
-        if answer.verdict == RECOMMENDED and answer.speedup is not None:
-            best[answer.workload] = max(best.get(answer.workload, 0.0), answer.speedup)
-    return best
+def overview_lines(found: Sequence[Answer]) -> list[str]:
+    """One paragraph per comparison, no heading before them: "**mlp** (batch 64, eager): bf16: 1.52x
+    faster ..." (the note says "fp32 is the reference" where the fold no longer hides an answer)."""
+    return [f"**{a.workload}** (batch {a.batch}, {a.variant}): {a.sentence}" for a in found]
 
 
 def child_run_name(cell_id: str) -> str:
@@ -416,11 +421,6 @@ def child_run_name(cell_id: str) -> str:
         return cell_id
     workload, batch, seed, precision, *axes = parts
     return " · ".join([precision, workload, batch, *axes, seed])
-
-
-def throughput_metric(unit: str) -> str:
-    """images/s -> throughput_images_per_s."""
-    return "throughput_" + unit.replace("/", "_per_")
 
 
 # The sweep's lists (the cell's own batch size, compile mode and layout are params of their own),
@@ -440,20 +440,6 @@ def cell_params(record: CellRecord) -> dict[str, Any]:
 def _stamp(iso: str) -> str:
     """2026-11-30T16:47:59+00:00 -> 20261130-164759 (UTC, sortable)."""
     return iso[:19].replace("-", "").replace(":", "").replace("T", "-")
-
-
-def _charted(curve: Sequence[float]) -> Iterator[tuple[int, float]]:
-    """(step, value) of MAX_CHARTED_POINTS of the curve at most, evenly strided, and its last point."""
-    stride = max(1, -(-len(curve) // MAX_CHARTED_POINTS))  # ceiling: a curve within the bound is logged whole
-    steps = range(0, len(curve), stride)
-    if steps and steps[-1] != len(curve) - 1:
-        steps = [*steps, len(curve) - 1]
-    return ((step, curve[step]) for step in steps)
-
-
-def _speedup_metric(baseline: str) -> str:
-    """"speedup" over the reference, as the runs table sorts by; "speedup_vs_<baseline>" over any other."""
-    return "speedup" if baseline == REFERENCE else f"speedup_vs_{baseline}"
 
 
 def _millis(iso: str) -> int:

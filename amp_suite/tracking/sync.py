@@ -39,7 +39,7 @@ class SyncReport:
     added: int = 0  # cell runs created
     completed: int = 0  # half-logged cell runs logged again and completed
     present: int = 0  # complete already
-    skipped: int = 0  # skipped cells: no run of their own, the parent lists them
+    skipped: int = 0  # skipped cells: their runs set aside (out of the runs table), as a run's are
     parents: int = 0  # parent runs created or completed
     closed: int = 0  # runs left RUNNING by an invocation that did not finish, now KILLED
     unreadable: int = 0  # lines of results.jsonl or invocations.jsonl that could not be read
@@ -48,12 +48,12 @@ class SyncReport:
 
     @property
     def wrote_anything(self) -> bool:
-        return bool(self.added or self.completed or self.parents or self.closed)
+        return bool(self.added or self.skipped or self.completed or self.parents or self.closed)
 
     def describe(self) -> str:
         return (
             f"{self.records} records: {self.added} added, {self.completed} completed, {self.present} already there,"
-            f" {self.skipped} skipped (listed on the parent);"
+            f" {self.skipped} skipped (set aside, listed on the parent);"
             f" {self.parents} parent run(s) written, {self.closed} run(s) left open closed as KILLED"
         )
 
@@ -132,12 +132,12 @@ class _InvocationSync:
         if run is not None and run.data.tags.get(TAG_COMPLETE) == "true":
             self.report.present += 1
             return
-        if run is None and record.status == "skipped":  # set aside by the run (or never logged): the parent lists it
-            self.report.skipped += 1
-            return
-        if run is None:
+        if run is None:  # a skipped cell's too: set aside as the run sets it aside, its reason kept for reports
             run_id = self.store.create_child(experiment_id, parent_id, self.key, record.identity, record.cell_id)
-            self.report.added += 1
+            if record.status == "skipped":
+                self.report.skipped += 1
+            else:
+                self.report.added += 1
         else:
             run_id = run.info.run_id
             self.report.completed += 1

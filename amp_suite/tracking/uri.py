@@ -78,6 +78,29 @@ def mask_uri(uri: str) -> str:
     return f"{scheme}://{f'{user}:' if colon else ''}***@{host}"
 
 
+# MLflow 3.x's UI picks its mode per browser, not per experiment: the `workflowType` URL parameter,
+# else what the browser last chose (localStorage "mlflow.workflowType_v1"), else GenAI; the
+# experiment's mlflow.experimentKind tag is not read while that navigation is on. A link the suite
+# prints therefore names the mode; the UI's own links (a run's name in the runs table) drop it.
+UI_MODE_QUERY = "workflowType=machine_learning"
+# The runs table nests a parent's cells behind a collapsed "+" and charts the first 10 runs only;
+# both are per-browser view state. A shared view (an experiment tag MLflow's UI reads when a link
+# names its key, mlflow_store.RUNS_VIEW) opens it grouped by workload with every run charted.
+UI_VIEW_KEY = "amp-suite"
+
+
+def ui_link(base: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
+    """A link into MLflow's UI that opens in its model-training mode: the experiments list, an
+    experiment's runs (in the suite's shared view), or a run
+    ("http://127.0.0.1:5000/#/experiments/1/runs/abc?workflowType=machine_learning")."""
+    route, query = "/experiments", UI_MODE_QUERY
+    if experiment_id is not None:
+        route += f"/{quote(experiment_id, safe='')}/runs"
+        route += f"/{quote(run_id, safe='')}" if run_id is not None else ""
+        query = query if run_id is not None else f"viewStateShareKey={UI_VIEW_KEY}&{query}"
+    return f"{base.rstrip('/')}/#{route}?{query}"
+
+
 def embedded_store_uri(out_dir: Path) -> str:
     return sqlite_uri((out_dir / "mlflow.db").resolve())
 

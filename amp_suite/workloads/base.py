@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -67,6 +68,11 @@ class Workload(ABC):
     ) -> dict[str, float]:
         """Validation metrics, including `primary_metric`; `context` is the policy's forward context."""
 
+    def chance_metric(self, validation: TensorData) -> float | None:
+        """`primary_metric` for a model that learned only how often each label occurs in `validation`:
+        below it, parity with fp32 means nothing. None where the workload can't say (a user's metric)."""
+        return None
+
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         return torch.optim.AdamW(model.parameters(), lr=self.config.lr)
 
@@ -118,6 +124,9 @@ class Classifier(SourcedWorkload):
     def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(self.logits(model, inputs), targets)
 
+    def chance_metric(self, validation: TensorData) -> float | None:
+        return commonest_share(validation.targets)
+
     def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
         def sums(inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
             with context():
@@ -126,6 +135,18 @@ class Classifier(SourcedWorkload):
 
         loss_sum, correct = validation_sums(model, data, batch_size, sums)
         return {"val_loss": loss_sum / len(data), "val_accuracy": correct / len(data)}
+
+
+def commonest_share(labels: torch.Tensor) -> float:
+    """The accuracy of always guessing the commonest label: a model that learned nothing else."""
+    return (torch.bincount(labels.flatten()).max() / labels.numel()).item()
+
+
+def unigram_perplexity(tokens: torch.Tensor) -> float:
+    """The perplexity of predicting every token by its frequency alone: a model that learned nothing else."""
+    counts = torch.bincount(tokens.flatten()).double()
+    shares = counts[counts > 0] / tokens.numel()
+    return math.exp(-(shares * shares.log()).sum().item())
 
 
 def in_batches(data: TensorData, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

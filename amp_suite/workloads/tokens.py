@@ -14,7 +14,7 @@ from torch import nn
 from amp_suite.data import TensorData
 from amp_suite.data.convert import check_vocabulary, token_tensors
 from amp_suite.data.generated import markov_corpus
-from amp_suite.workloads.base import SourcedWorkload, validation_sums
+from amp_suite.workloads.base import SourcedWorkload, commonest_share, validation_sums
 
 IGNORED_LABEL = -100  # the label Hugging Face's losses skip
 
@@ -54,6 +54,9 @@ class LabelledTokens(TokenBlocks):
 
     def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return model(input_ids=inputs, labels=targets).loss  # cross-entropy over the labelled tokens
+
+    def chance_metric(self, validation: TensorData) -> float | None:
+        return commonest_share(validation.targets[validation.targets != IGNORED_LABEL])
 
     def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
         def sums(inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from amp_suite.data import TensorData
-from amp_suite.workloads.base import require, validation_sums
+from amp_suite.workloads.base import require, unigram_perplexity, validation_sums
 from amp_suite.workloads.tokens import TokenBlocks
 
 transformers = require("transformers", "transformer")
@@ -40,6 +40,9 @@ class TransformerWorkload(TokenBlocks):
 
     def loss(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return model(input_ids=inputs, labels=targets).loss
+
+    def chance_metric(self, validation: TensorData) -> float | None:
+        return unigram_perplexity(validation.targets)
 
     def evaluate(self, model, data, batch_size, context) -> dict[str, float]:
         def sums(inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor]:

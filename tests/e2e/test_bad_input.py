@@ -73,7 +73,7 @@ def test_an_endless_matrix_file(tmp_path):
         (["--tracking-uri", "sqlite:////no/such/dir/mlflow.db"], "/no/such/dir does not exist"),
         (["--workloads", ","], "--workloads: empty"),
         (["--precisions", "fp32,fp32"], "--precisions: names repeat"),
-        (["--precisions", "fp8"], "--precisions: unknown ['fp8']"),
+        (["--precisions", "fp8"], "--precisions: no precision mode 'fp8': did you mean 'fp8-tensorwise' or"),
         (["--experiment", ""], "--experiment: give 1 to 256 characters"),
         (["--matrix", "m" * 3000 + ".yaml"], "..."),
         (["--tracking-uri", "sqlite://"], "name a database file"),
@@ -91,6 +91,63 @@ def test_bad_options(tmp_path, args, expected):
     result = run_measured("run", *extra, cwd=tmp_path)
     assert_refused(result, expected, seconds=30, peak_mb=1500)  # a database URI loads MLflow first
     assert len(result["stderr"]) < 600 and "pw@" not in result["stderr"]
+
+
+def _matrix_text(mutate) -> str:
+    matrix = tiny_matrix()
+    mutate(matrix)
+    return yaml.safe_dump(matrix)
+
+
+def _misspell(matrix: dict) -> None:
+    matrix["precison"] = matrix.pop("precisions")
+    matrix["workloads"][0]["batch_size"] = matrix["workloads"][0].pop("batch_sizes")
+
+
+# A typo in a key or a name: said once, as the typo, with the name it is likely meant to be.
+TYPOS = {
+    "a key": (
+        ["run", "--matrix", "m.yaml"],
+        _matrix_text(lambda m: m["workloads"][0].update(batch_size=m["workloads"][0].pop("batch_sizes"))),
+        ["matrix m.yaml: workloads.0: unknown key 'batch_size': did you mean 'batch_sizes'?"],
+    ),
+    "two keys: a line each": (
+        ["run", "--matrix", "m.yaml"],
+        _matrix_text(_misspell),
+        [
+            "matrix m.yaml: 2 problems:",
+            "  unknown key 'precison': did you mean 'precisions'?",
+            "  workloads.0: unknown key 'batch_size': did you mean 'batch_sizes'?",
+        ],
+    ),
+    "a shipped matrix's name": (
+        ["run", "--matrix", "smok"],
+        VALID,
+        ["matrix smok: no such file, nor a shipped matrix of that name: did you mean 'smoke' or 'ddp-smoke'?"],
+    ),
+    "a mode the matrix does not run": (
+        ["run", "--matrix", "m.yaml", "--precisions", "fp16"],
+        yaml.safe_dump(tiny_matrix(precisions=["fp32", "bf16"])),
+        ["--precisions: fp16 is a precision mode this matrix does not run (this matrix runs fp32, bf16)"],
+    ),
+    "a store that is not SQLite": (
+        ["ui", "--store", "m.yaml"],
+        VALID,
+        ["--store m.yaml: not a SQLite database (an MLflow store is one, e.g. mlflow.db)"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TYPOS, ids=list(TYPOS))
+def test_a_typo_is_said_as_one_with_what_was_meant(tmp_path, case):
+    args, content, expected = TYPOS[case]
+    _write(tmp_path / "m.yaml", content)
+    out = ["--out", "out"] if args[0] == "run" else []  # where a run would write, had it started
+    result = run_measured(*args, *out, cwd=tmp_path)
+    assert result["code"] == 2, result
+    assert result["stderr"].splitlines() == [f"amp-suite: error: {expected[0]}", *expected[1:]], result["stderr"]
+    assert result["seconds"] < 10 and result["peak_mb"] < 400, result  # refused before torch loads
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["m.yaml"]  # nothing written
 
 
 @pytest.mark.parametrize("entry", ["results.jsonl", "invocations.jsonl", "mlflow.db", "logs"])
@@ -124,7 +181,8 @@ def no_gpu():
 def test_a_gpu_required_by_the_image_but_not_visible_is_an_error_not_a_cpu_run(tmp_path, no_gpu):
     _write(tmp_path / "m.yaml", VALID)
     started = time.monotonic()
-    result = run_measured("run", "--matrix", "m.yaml", cwd=tmp_path, env={"AMP_SUITE_DEVICE": "cuda"})
+    image = {"AMP_SUITE_DEVICE": "cuda", "AMP_SUITE_IMAGE_BASE": "nvidia/cuda"}  # as the Dockerfile sets them
+    result = run_measured("run", "--matrix", "m.yaml", cwd=tmp_path, env=image)
     assert_refused(result, "--device cuda (AMP_SUITE_DEVICE in this image): no CUDA GPU is visible", 30, 1500)
     assert "--gpus all" in result["stderr"] and "--device cpu" in result["stderr"]
     assert not (tmp_path / "runs").exists() and time.monotonic() - started < 30
@@ -163,7 +221,11 @@ def test_ui_on_all_interfaces_warns_that_the_store_has_no_login(tmp_path):
     assert quiet.stdout.split() == ["True", "True", "True", "False", "False"]
 
 
-REFERENCE_FILE = "references:\n  - id: Not A Valid Id\n"
+REFERENCE_FILE = yaml.safe_dump({"references": [{
+    "id": "Not A Valid Id", "source": {"document": "d", "table": "t", "date": "2024", "url": "https://example.com"},
+    "gpu": "A100", "model": "resnet50", "config": {}, "precision": "fp16", "metric": "throughput",
+    "unit": "images/s", "value": 1.0,
+}]})  # fmt: skip  (one problem, the id: every other field is given)
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Hostile paths and tracking URIs, through the CLI: each is refused at the edge in one line (exit
 2), no secret is echoed, nothing is created outside the folder asked for, and where the input
-alone shows the problem it is refused before torch loads (the README promises under 400 MB)."""
+alone shows the problem it is refused before torch loads (docs/reliability.md promises under 400 MB)."""
 
 from __future__ import annotations
 

@@ -100,7 +100,11 @@ def test_a_boolean_workload_size_is_refused_too(tmp_path):
     matrix["workloads"][0] |= {"samples": True, "hidden": True}
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(matrix))
     result = run_measured("run", "--matrix", "m.yaml", "--out", "out", *CPU, cwd=tmp_path)
-    assert_refused(result, "Input should be a valid integer (got True) (and 1 more problem)")
+    assert result["code"] == 2 and result["stderr"].splitlines() == [
+        "amp-suite: error: matrix m.yaml: 2 problems:",
+        "  workloads.0.samples: Input should be a valid integer (got True)",
+        "  workloads.0.hidden: Input should be a valid integer (got True)",
+    ], result["stderr"]
 
 
 # -- item 16: ok records whose values no cell measures -----------------------------------------

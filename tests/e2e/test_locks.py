@@ -85,15 +85,18 @@ def test_the_check_catches_a_cuda_13_wheel_in_the_cu126_line():
 
 
 def test_every_image_line_the_readme_and_dockerfile_name_has_a_lock():
+    """The CUDA-line table (`| `cu130` | ... | `locks/cu130.txt` |`) lives in docs/containers.md,
+    which the README's index points to."""
     dockerfile = (REPO / "Dockerfile").read_text()
     default_line = re.search(r"^ARG TORCH_CUDA=(\S+)", dockerfile, re.M).group(1)
     default_cuda = re.search(r"^ARG CUDA_VERSION=(\d+)\.", dockerfile, re.M).group(1)
     assert LINE_NAME.match(default_line)[1] == default_cuda, "the base image's CUDA major differs from torch's"
-    readme_lines = set(re.findall(r"^\| `(cu\d+)`", (REPO / "README.md").read_text(), re.M))
-    assert default_line in readme_lines
-    assert readme_lines == {lock.stem for lock in LOCKS}
-    for line in readme_lines:
-        assert re.search(rf"^\| `{line}`.*`locks/{line}\.txt`", (REPO / "README.md").read_text(), re.M)
+    page = (REPO / "docs" / "containers.md").read_text()
+    documented_lines = set(re.findall(r"^\| `(cu\d+)`", page, re.M))
+    assert default_line in documented_lines
+    assert documented_lines == {lock.stem for lock in LOCKS}
+    for line in documented_lines:
+        assert re.search(rf"^\| `{line}`.*`locks/{line}\.txt`", page, re.M)
 
 
 def test_make_lock_keeps_nvml_bindings_shared_and_moves_the_cuda_wheels():

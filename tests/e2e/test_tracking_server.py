@@ -93,7 +93,7 @@ def test_matrix_logs_every_cell_as_a_nested_run_over_http(server, over_http):
         assert child.data.tags["amp_suite.complete"] == "true"
         if record["status"] == "ok":
             assert child.data.metrics["throughput_samples_per_s"] == pytest.approx(record["throughput"])  # the MLP's
-            assert child.data.metrics["val_metric"] == pytest.approx(record["val_metric"])
+            assert child.data.metrics[record["val_metric_name"]] == pytest.approx(record["val_metric"])
             history = client.get_metric_history(child.info.run_id, "train_loss")
             assert len(history) == record["steps"]
     artifacts = {a.path for a in client.list_artifacts(parent[0].info.run_id)}

@@ -33,6 +33,7 @@ def test_a_faster_mode_that_loses_accuracy_is_passed_over_and_named():
     assert (answer.mode, answer.accuracy) == ("fp16", "kept")
     assert "; bf16 is 1.90x faster but loses accuracy: -0.1 against a margin of" in answer.sentence
     assert "the capability rule recommends bf16" in answer.rule_disagrees
+    assert "1.90x" not in answer.rule_note  # the sentence gives bf16's speed: the note does not repeat it
 
 
 def test_one_seed_beyond_its_tolerance_is_at_risk_never_kept():
@@ -58,6 +59,12 @@ def test_no_worthwhile_gain_is_a_conclusive_fp32_and_the_rule_is_reconciled_with
         "the capability rule recommends bf16 (this CPU has native bf16 instructions);"
         f" measured, bf16 ran at 1.01x [{low:.2f}, {high:.2f}] fp32's speed"
     )
+    # Beside the answer, whose sentence gives bf16's speed already, the note does not say it again.
+    assert answer.rule_note == (
+        "the capability rule recommends bf16 (this CPU has native bf16 instructions),"
+        " which the measurement above does not bear out"
+    )
+    assert answer.sentence.count("1.01x") == 1
 
 
 def test_an_interval_across_1_that_could_hold_a_gain_is_inconclusive_and_says_what_to_rerun():

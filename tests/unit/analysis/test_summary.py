@@ -5,7 +5,7 @@ from conftest import tiny_matrix
 
 from amp_suite.analysis.ratios import ratio_interval
 from amp_suite.analysis.summary import parity, summarize
-from amp_suite.analysis.words import reach_words
+from amp_suite.analysis.words import parity_words, reach_words
 from amp_suite.config import Matrix, ParityConfig
 from amp_suite.records.results import CellRecord, EvalPoint
 
@@ -213,3 +213,34 @@ def test_an_invalid_comparison_carries_no_test_result_and_an_interval_is_never_c
     low, high = ratio_interval({0: 1.0, 1: 100.0}, {0: 50.0, 1: 1.0})  # wildly noisy seeds
     assert 0.0 < low < 1e-9 and high > 1e9  # "anything", said on the log scale: above 0, not cut at 0
     assert low * high == pytest.approx((50.5 / 25.5) ** 2)  # symmetric around the ratio of the means
+
+
+@pytest.mark.parametrize(
+    ("fp32_metric", "judged"),
+    [(0.020, False), (0.029, False), (0.90, True)],  # at chance, within 10% of it, well above it
+)
+def test_parity_is_not_judged_where_fp32_itself_scored_no_better_than_chance(fp32_metric, judged):
+    """BERT at an mlm accuracy of 0.020, where always guessing the commonest token scores 0.027: bf16
+    matching fp32 there says nothing of accuracy."""
+    chance = {"val_metric_chance": 0.027, "val_metric_name": "val_mlm_accuracy", "val_higher_is_better": True}
+    records = [
+        _record("fp32", 0, throughput=1.0, memory=1.0).model_copy(update={"val_metric": fp32_metric, **chance}),
+        _record("bf16", 0, throughput=1.0, memory=1.0).model_copy(update={"val_metric": fp32_metric, **chance}),
+    ]
+    row = next(r for r in summarize(records, RULE) if r.precision == "bf16")
+    if judged:
+        assert row.parity.verdict == "indicative" and row.parity.unlearned is None
+    else:
+        assert row.parity.verdict == "not judged" and not row.parity.beyond_tolerance
+        assert f"fp32 did not learn: acc {fp32_metric:.3g}" in row.parity.unlearned  # the mlp config's label
+        assert "0.027" in parity_words(row.parity)
+
+
+def test_a_perplexity_no_lower_than_the_unigram_ones_is_not_judged_either():
+    unigram = {"val_metric_chance": 420.0, "val_metric_name": "val_perplexity", "val_higher_is_better": False}
+    for fp32_ppl, verdict in ((400.0, "not judged"), (40.0, "indicative")):
+        records = [
+            _record("fp32", 0, throughput=1.0, memory=1.0).model_copy(update={"val_metric": fp32_ppl, **unigram}),
+            _record("bf16", 0, throughput=1.0, memory=1.0).model_copy(update={"val_metric": fp32_ppl, **unigram}),
+        ]
+        assert next(r for r in summarize(records, RULE) if r.precision == "bf16").parity.verdict == verdict

@@ -63,7 +63,7 @@ def test_the_check_fails_when_autocast_did_not_lower_the_matmuls():
 
 def test_unknown_workload_or_precision_is_a_one_line_error():
     runner = CliRunner()
-    for args, expected in ((["--workload", "vit", "--precision", "bf16"], "--workload: unknown 'vit'"),
+    for args, expected in ((["--workload", "vit", "--precision", "bf16"], "--workload: no workload 'vit'"),
                            (["--workload", "mlp", "--precision", "fp8"], "--precision: unknown 'fp8'")):  # fmt: skip
         done = runner.invoke(app, ["inspect", *args, "--device", "cpu"])
         assert done.exit_code == 2 and expected in done.output

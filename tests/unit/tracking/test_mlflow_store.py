@@ -171,8 +171,10 @@ def test_a_stop_signal_waits_for_the_tracker_call_to_finish():
 
 def test_a_new_store_starts_from_the_empty_one_mlflow_made_first_and_is_a_whole_store(tmp_path):
     """`sync` into two new folders: the first store MLflow makes from nothing is kept, emptied, in
-    the cache; the second starts as a copy of it. Both hold their records and a Default experiment
-    of their own; an unwritable cache changes nothing but the time."""
+    the cache; the second starts as a copy of it. Both hold their records, and MLflow's Default
+    experiment of their own, deleted while empty; an unwritable cache changes nothing but the time."""
+    from mlflow.entities import ViewType
+
     from mlflow import MlflowClient
 
     fixture = REPO / "tests" / "fixtures" / "results-2026-12-01.jsonl"
@@ -188,7 +190,8 @@ def test_a_new_store_starts_from_the_empty_one_mlflow_made_first_and_is_a_whole_
         assert len(kept) == 1 and kept[0].stat().st_size > 0
         client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / name / 'mlflow.db'}")
         experiments = client.search_experiments()
-        assert "Default" in {e.name for e in experiments}
+        assert "Default" not in {e.name for e in experiments}  # the experiments list shows ours only
+        assert "Default" in {e.name for e in client.search_experiments(ViewType.DELETED_ONLY)}  # not made anew
         assert len(client.search_runs([e.experiment_id for e in experiments])) == 6  # a parent and 5 cells that ran
     with sqlite3.connect(kept[0]) as connection:  # the cache holds no experiment, only the schema
         assert connection.execute("SELECT count(*) FROM experiments").fetchone() == (0,)

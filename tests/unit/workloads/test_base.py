@@ -8,7 +8,8 @@ import importlib
 
 import pytest
 import torch
-from conftest import tiny_matrix
+import yaml
+from conftest import REPO, tiny_matrix
 from torch.nn import functional as F
 
 from amp_suite.config import Matrix
@@ -66,3 +67,22 @@ def test_every_workload_modules_metric_keeps_its_label():
             continue
         workload = importlib.import_module(config.module).WORKLOAD
         assert PRINTED[workload.primary_metric] == config.metric_label, config.__name__
+
+
+def test_chance_is_what_guessing_by_label_frequency_alone_scores():
+    """Three of four labels are 2: guessing 2 scores 0.75. Tokens half 0, half 1: perplexity 2."""
+    from amp_suite.workloads.base import commonest_share, unigram_perplexity
+
+    assert commonest_share(torch.tensor([2, 2, 0, 2])) == pytest.approx(0.75)
+    assert unigram_perplexity(torch.tensor([[0, 1], [1, 0]])) == pytest.approx(2.0)
+    assert unigram_perplexity(torch.tensor([5, 5, 5])) == pytest.approx(1.0)  # one token: nothing to guess
+
+
+def test_every_reference_workload_knows_its_chance_level():
+    """The metric a model scores by the labels' frequencies alone, on the smoke matrix's data: an accuracy
+    in (0, 1), a perplexity above 1. (A custom entry's metric is its own: Workload's default, None.)"""
+    spec = yaml.safe_load((REPO / "experiments" / "smoke.yaml").read_text())
+    for config in Matrix.model_validate(spec).workloads:
+        workload = build_workload(config)
+        chance = workload.chance_metric(workload.load_data().validation)
+        assert (1 < chance if workload.primary_metric == "val_perplexity" else 0 < chance < 1), config.workload
