@@ -143,9 +143,25 @@ def link_problems(markdown: str, page: Path) -> list[str]:
     return problems
 
 
+TEST_NAMED = re.compile(r"\b(test_\w+\.py)(?:::(test_\w+)\b(?!\.\.\.))?")  # "test_x_..." abbreviates
+
+
+def cited_test_problems(markdown: str) -> list[str]:
+    """Each test file the docs cite as evidence, and each test named in full, exists under tests/."""
+    problems = []
+    for file, test in TEST_NAMED.findall(markdown):
+        found = list((REPO / "tests").rglob(file))
+        if not found:
+            problems.append(f"{file}: no such test file")
+        elif test and not any(re.search(rf"^def {test}\(", path.read_text(), re.M) for path in found):
+            problems.append(f"{file}::{test}: no such test")
+    return problems
+
+
 def page_problems(page: Path) -> list[str]:
     text = page.read_text()
     found = cli_problems(text) + matrix_problems(text) + make_problems(text) + link_problems(text, page)
+    found += cited_test_problems(text)
     return [f"{page.relative_to(REPO)}: {problem}" for problem in found]
 
 
@@ -191,6 +207,11 @@ def test_the_checks_catch_what_does_not_exist():
     assert matrix_problems("see experiments/nope.yaml") == ["experiments/nope.yaml: no such matrix"]
     assert matrix_problems("`amp-suite run --matrix smoke --matrix my-own.yaml --matrix PATH`") == []
     assert make_problems("`make frobnicate`") == ["make frobnicate: no such target in the Makefile"]
+    cited = "`test_config.py`, `test_smoke.py::test_nothing_like_it`, `test_smoke.py::test_...`"
+    assert cited_test_problems(cited) == [
+        "test_config.py: no such test file",
+        "test_smoke.py::test_nothing_like_it: no such test",
+    ]
     assert link_problems("[a](docs/nope.md) [b](docs/modes.md#no-such-heading) [c](docs/modes.md)", README) == [
         "docs/nope.md: no such file",
         "docs/modes.md#no-such-heading: no heading with that anchor in modes.md",
