@@ -49,6 +49,18 @@ AMP_MODES = tuple(mode.name for mode in MODES if mode.autocast and not mode.cont
 FP8_MODES = tuple(mode.name for mode in MODES if mode.fp8_recipe)
 UNSCALED_AMP_MODES = tuple(name for name in AMP_MODES if not MODE_BY_NAME[name].loss_scaling)
 CONTROLS = tuple(mode.name for mode in MODES if mode.control)
+# The peak table's column an op runs at, by the dtype it ran in (an op profile's); float32 runs at its
+# mode's own float32 math: TF32 where the mode is TF32's, the reference's elsewhere.
+MATH_OF_DTYPE = {"float16": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
+
+
+REFERENCE_MATH = MODE_BY_NAME[REFERENCE].math
+
+
+def float32_math(name: str) -> str:
+    """The math a mode's float32 ops run at: its own, unless it autocasts (then the reference's)."""
+    mode = MODE_BY_NAME[name]
+    return REFERENCE_MATH if mode.autocast else mode.math
 
 
 def precision_order(precision: str) -> int:

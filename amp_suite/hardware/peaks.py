@@ -7,6 +7,7 @@ A GPU it does not list gets no MFU: a guessed peak would make the fraction meani
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -16,21 +17,56 @@ from amp_suite.config.precisions import MODE_BY_NAME
 PEAKS_FILE = Path(__file__).resolve().parent.parent / "references" / "peaks" / "gpu-peaks.yaml"
 
 
+@dataclass(frozen=True)
+class GpuSpec:
+    """What a roofline estimate needs of a GPU: its peaks per math mode, its memory bandwidth, and
+    the host time of a kernel launch (one figure for every GPU: the table's launch_us)."""
+
+    name: str
+    peak_tflops: dict[str, float | None]  # math mode (fp32, tf32, fp16, bf16, fp8) -> dense TFLOP/s
+    memory_gbps: float
+    launch_us: float
+
+
+@functools.cache
+def _data() -> dict:
+    return yaml.safe_load(PEAKS_FILE.read_text(encoding="utf-8"))
+
+
 @functools.cache
 def _table() -> tuple[tuple[str, dict[str, float | None]], ...]:
-    data = yaml.safe_load(PEAKS_FILE.read_text(encoding="utf-8"))
-    return tuple((entry["match"].casefold(), entry["peak_tflops"]) for entry in data["gpus"])
+    return tuple((entry["match"].casefold(), entry["peak_tflops"]) for entry in _data()["gpus"])
+
+
+def _entry(device_name: str) -> dict | None:
+    """The first entry whose `match` the name contains (more specific entries come first)."""
+    name = device_name.casefold()
+    return next((entry for entry in _data()["gpus"] if entry["match"].casefold() in name), None)
 
 
 def peak_tflops(device_name: str, precision: str) -> float | None:
     """The dense peak for this GPU and precision, or None where the table has none."""
-    name = device_name.casefold()
+    entry = _entry(device_name)
     mode = MODE_BY_NAME[precision].math if precision in MODE_BY_NAME else None
-    for match, peaks in _table():
-        if match in name:
-            value = peaks.get(mode) if mode else None
-            return float(value) if value else None
-    return None
+    value = entry["peak_tflops"].get(mode) if entry and mode else None
+    return float(value) if value else None
+
+
+def gpu_spec(device_name: str) -> GpuSpec | None:
+    """The GPU's peaks, bandwidth and launch cost; None where the table has no bandwidth for it."""
+    entry = _entry(device_name)
+    if entry is None or not entry.get("memory_gbps"):
+        return None
+    return GpuSpec(entry["name"], dict(entry["peak_tflops"]), float(entry["memory_gbps"]), float(_data()["launch_us"]))
+
+
+def estimated_gpus() -> list[str]:
+    """The match names of the GPUs a roofline estimate can be made for, one per product (first spelling)."""
+    named: dict[str, str] = {}
+    for entry in _data()["gpus"]:
+        if entry.get("memory_gbps"):
+            named.setdefault(entry["name"], entry["match"])
+    return list(named.values())
 
 
 def utilisation(
