@@ -85,3 +85,21 @@ def estimate_step(costs: Sequence[OpCostLike], gpu: GpuSpec, precision: str) -> 
 def speedup(mode: StepEstimate, reference: StepEstimate) -> float:
     """The reference's step time over the mode's: above 1, the mode is estimated faster."""
     return reference.seconds / mode.seconds
+
+
+@dataclass(frozen=True)
+class CellEstimate:
+    """One cell of a matrix (a workload configuration at a batch, in a mode) estimated on one GPU."""
+
+    label: str  # the workload's label in the matrix
+    config: dict  # the configuration the report matches published figures by, layout included
+    batch: int
+    step: StepEstimate
+
+    @property
+    def precision(self) -> str:
+        return self.step.precision
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.batch / self.step.seconds

@@ -8,7 +8,7 @@ Each command lives in its own module; importing the module registers it on `app`
 
 import typer
 
-from amp_suite.cli import device, report, run, store  # noqa: F401  (registers the commands)
+from amp_suite.cli import device, predict, report, run, store  # noqa: F401  (registers the commands)
 from amp_suite.cli.common import (
     EXPERIMENTS_DIR,
     app,

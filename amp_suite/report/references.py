@@ -10,6 +10,7 @@ or no matching run (with why: no such GPU, no such configuration, or out of a ma
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config import ConfigError
 from amp_suite.config.loading import describe_validation_error, parse_yaml
-from amp_suite.config.precisions import REFERENCE, published_name
+from amp_suite.config.precisions import MODE_BY_NAME, REFERENCE, TF32_BASELINE, published_name
 from amp_suite.files import RefusedFile, read_limited
 from amp_suite.records.machine import Machine
 
@@ -168,12 +169,12 @@ def _throughput(machine: str, precision: str, wanted: dict[str, Any], rows: list
             continue
         if row.max_batch or row.batch_size != wanted.get("batch_size"):
             continue
-        if _same_config(configs.get((machine, row.setup)), wanted):
+        if same_config(configs.get((machine, row.setup)), wanted):
             return row.throughput
     return None
 
 
-def _same_config(config: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+def same_config(config: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
     """Every setting the reference states, except its data (the suite's inputs stay on the device).
     A reference that does not mention compile ran eager, as every published table here did."""
     if config is None:
@@ -195,3 +196,50 @@ def _result(reference: Reference, machine: str | None, measured: float | None, v
         tolerance=reference.tolerance, verdict=verdict, needs=reference.needs, machine=machine, why=why,
         source=f"{source.document}, {source.table} ({source.date})",
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PublishedSpeedup:
+    """A mode's published throughput over its table's baseline, on one GPU, for one model: a speedup
+    as the table implies it (each side with its own configuration: NVIDIA's AMP ran channels_last)."""
+
+    ids: tuple[str, ...]
+    gpu: str
+    model: str
+    precision: str  # the suite's mode
+    baseline: str  # the suite's mode
+    config: dict[str, Any]
+    baseline_config: dict[str, Any]
+    value: float
+
+
+def published_speedups(references: list[Reference]) -> list[PublishedSpeedup]:
+    """Every speedup the references state or imply on one GPU: a `speedup` entry as it is, and each
+    mixed-precision throughput over the same table's TF32 throughput on that GPU, else its fp32's."""
+    usable = [r for r in references if r.gpus == 1 and not r.needs]
+    found = [
+        PublishedSpeedup((r.id,), r.gpu, r.model, _mode(r), r.baseline or REFERENCE, r.config,
+                         {**r.config, **r.baseline_config}, r.value)
+        for r in usable if r.metric == "speedup"
+    ]  # fmt: skip
+    throughputs = [r for r in usable if r.metric == "throughput"]
+    for amp in (r for r in throughputs if MODE_BY_NAME.get(_mode(r)) and MODE_BY_NAME[_mode(r)].autocast):
+        same = [r for r in throughputs if (r.gpu, r.model, r.unit) == (amp.gpu, amp.model, amp.unit)
+                and _setting(r.config) == _setting(amp.config)]  # fmt: skip
+        base = next((r for baseline in (TF32_BASELINE, REFERENCE) for r in same if _mode(r) == baseline), None)
+        stated = any((p.gpu, p.model, p.precision, p.baseline) == (amp.gpu, amp.model, _mode(amp), _mode(base))
+                     and _setting(p.config) == _setting(amp.config) for p in found) if base else True  # fmt: skip
+        if not stated:
+            found.append(PublishedSpeedup((base.id, amp.id), amp.gpu, amp.model, _mode(amp), _mode(base),
+                                          amp.config, base.config, amp.value / base.value))  # fmt: skip
+    return found
+
+
+def _setting(config: dict[str, Any]) -> dict[str, Any]:
+    """What two sides of one published speedup share: the model's configuration, but not the batch
+    or the layout each side ran at (NVIDIA's AMP ran channels_last, and its V100 fp32 at batch 112)."""
+    return {k: v for k, v in config.items() if k not in ("batch_size", "channels_last", "data")}
+
+
+def _mode(reference: Reference) -> str:
+    return published_name(reference.precision) or reference.precision

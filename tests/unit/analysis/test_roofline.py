@@ -3,6 +3,9 @@ from op profiles measured on this CPU (amp_suite.instruments.diagnostics.op_prof
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -22,21 +25,24 @@ def classifier_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tenso
     return F.cross_entropy(model(inputs), targets)
 
 
-def profiles(model: nn.Module, batch: int, features: int, classes: int) -> dict:
+def profiles(model: Callable[[], nn.Module], batch: int, features: int, classes: int) -> dict:
     torch.manual_seed(0)
     inputs, targets = torch.randn(batch, features), torch.randint(0, classes, (batch,))
     sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.1)  # noqa: E731
     return {
-        mode: profile_step(model, classifier_loss, make_policy(mode, "cpu"), sgd, inputs, targets)
+        mode: profile_step(model, classifier_loss, partial(make_policy, mode, "cpu"), sgd, inputs, targets)
         for mode in ("fp32", "bf16")  # tf32's ops are fp32's: the same profile, another peak
     }
 
 
-def mlp(width: int, depth: int, features: int, classes: int) -> nn.Module:
-    layers = [nn.Linear(features, width), nn.ReLU()]
-    for _ in range(depth - 1):
-        layers += [nn.Linear(width, width), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(width, classes))
+def mlp(width: int, depth: int, features: int, classes: int) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        layers = [nn.Linear(features, width), nn.ReLU()]
+        for _ in range(depth - 1):
+            layers += [nn.Linear(width, width), nn.ReLU()]
+        return nn.Sequential(*layers, nn.Linear(width, classes))
+
+    return build
 
 
 def test_each_op_is_bounded_by_its_slower_roof_plus_its_launches():

@@ -3,6 +3,8 @@ counts, the bytes each mode's dtypes move, and the kernels a CUDA device would l
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -23,8 +25,8 @@ def adamw(model: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.AdamW(model.parameters(), lr=1e-3)
 
 
-def profile(model: nn.Module, precision: str, inputs: torch.Tensor, targets: torch.Tensor):
-    return profile_step(model, classifier_loss, make_policy(precision, "cpu"), adamw, inputs, targets)
+def profile(build: Callable[[], nn.Module], precision: str, inputs: torch.Tensor, targets: torch.Tensor):
+    return profile_step(build, classifier_loss, lambda: make_policy(precision, "cpu"), adamw, inputs, targets)
 
 
 def small_cnn() -> nn.Module:
@@ -35,19 +37,35 @@ def test_the_per_op_flops_add_up_to_the_flop_counters_total_for_the_step():
     torch.manual_seed(0)
     model, inputs, targets = small_cnn(), torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,))
     counter = FlopCounterMode(display=False, custom_mapping=CORRECTED_RULES)
-    with counter:
+    with counter:  # a real step, counted as the record's flops_per_step is; the profile's runs on fake tensors
         classifier_loss(model, inputs, targets).backward()
-    costs = profile(model, "fp32", inputs, targets)
+    costs = profile(small_cnn, "fp32", inputs, targets)
     assert sum(c.flops for c in costs) == counter.get_total_flops() > 0
     assert {c.phase for c in costs} == set(PHASES)
     assert all(c.flops == 0 for c in costs if c.phase == "optimizer")  # elementwise: no matmul FLOPs
     assert {c.op for c in costs if c.flops} <= MATMULS
 
 
+def test_a_resnet50_step_at_batch_256_in_fp16_profiles_in_seconds_on_fake_tensors():
+    """No arithmetic runs: the step's ops, their shapes and dtypes (a CPU without fp16 units would
+    take minutes over one real fp16 step of it)."""
+    import time
+
+    import torchvision
+
+    started = time.monotonic()
+    inputs, targets = torch.empty(256, 3, 224, 224), torch.zeros(256, dtype=torch.long)
+    costs = profile(torchvision.models.resnet50, "fp16", inputs, targets)
+    assert time.monotonic() - started < 30
+    flops = sum(c.flops for c in costs if c.phase != "optimizer")
+    assert 6.0e12 < flops < 6.6e12  # 3 x 2 x 4.1 GMAC x 256
+    assert {c.dtype for c in costs if c.flops} == {"float16"}
+
+
 def test_a_linears_matmul_moves_half_the_bytes_in_bf16_and_the_same_flops():
     torch.manual_seed(0)
-    model, inputs, targets = nn.Linear(256, 128), torch.randn(64, 256), torch.randint(0, 128, (64,))
-    by_mode = {mode: profile(model, mode, inputs, targets) for mode in ("fp32", "bf16")}
+    inputs, targets = torch.randn(64, 256), torch.randint(0, 128, (64,))
+    by_mode = {mode: profile(lambda: nn.Linear(256, 128), mode, inputs, targets) for mode in ("fp32", "bf16")}
     forward = {
         mode: [c for c in costs if c.phase == "forward" and c.op in MATMULS] for mode, costs in by_mode.items()
     }
@@ -61,9 +79,11 @@ def test_a_linears_matmul_moves_half_the_bytes_in_bf16_and_the_same_flops():
 
 def test_views_launch_nothing_and_the_optimizers_foreach_step_launches_per_tensor_list():
     torch.manual_seed(0)
-    model = nn.Sequential(*(nn.Linear(16, 16) for _ in range(4)))  # 8 parameters
+    def model() -> nn.Module:
+        return nn.Sequential(*(nn.Linear(16, 16) for _ in range(4)))  # 8 parameters
+
     costs = profile(model, "fp32", torch.randn(8, 16), torch.randint(0, 16, (8,)))
-    views = [c for c in costs if c.op in ("t", "view", "transpose", "expand")]
+    views = [c for c in costs if c.op in ("t", "view", "transpose", "expand", "device")]
     assert views and all(c.kernels == 0 and c.bytes == 0 for c in views)
     optimizer = [c for c in costs if c.phase == "optimizer"]
     assert optimizer and all(c.op.startswith("_foreach_") for c in optimizer if c.kernels)

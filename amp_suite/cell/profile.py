@@ -1,0 +1,34 @@
+"""A cell's training step op by op (amp_suite.instruments.diagnostics.op_profile), at the cell's own
+batch, on this CPU and whatever it is: what a roofline estimate of that step on a GPU needs."""
+
+from __future__ import annotations
+
+import torch
+
+from amp_suite.cell.precision import make_policy
+from amp_suite.config import CellSpec
+from amp_suite.instruments.diagnostics.op_profile import OpCost, profile_step
+from amp_suite.workloads import build_workload
+
+
+def profile_cell(spec: CellSpec) -> list[OpCost]:
+    """The op profile of the cell's workload, precision and batch, eager (the model and its step on
+    fake tensors: no arithmetic, seconds even for a ResNet-50 at batch 256 in fp16)."""
+    workload = build_workload(spec.workload, spec.channels_last)
+    torch.manual_seed(spec.seed)
+    data = workload.load_data()
+    if spec.batch_size > len(data.train):
+        raise ValueError(f"batch {spec.batch_size} is larger than the training set ({len(data.train)} samples)")
+    cpu = torch.device("cpu")
+    train = data.to(cpu, workload.memory_format).train
+    # The model stays in its own layout: moving fake parameters to channels_last is refused, and a
+    # layout changes neither an op's FLOPs nor its bytes (the roofline does not model what it does
+    # to kernels' speed).
+    return profile_step(
+        lambda: workload.build_model(data.train),
+        workload.loss,
+        lambda: make_policy(spec.precision, cpu.type),
+        workload.make_optimizer,
+        train.inputs[: spec.batch_size],
+        train.targets[: spec.batch_size],
+    )
