@@ -1,39 +1,41 @@
 #!/usr/bin/env bash
-# One prepared command for a borrowed GPU machine, sized for a short window: about 8.5 minutes on
-# one H200, never more than 9 (one deadline for every stage, the multi-GPU one too).
+# One prepared command for a borrowed GPU machine, sized for a short window: about 9 minutes on
+# one H200, never more (one deadline for every stage, the multi-GPU one too).
 #
 #   scripts/gpu-check.sh OUT_DIR
 #   scripts/gpu-check.sh --rehearse OUT_DIR   # CI: every stage on this CPU, at tiny sizes (below)
 #
-# Stages, in order, with the estimate for one H200 (a new Python process that imports torch
-# ~5-10 s; a cell forked from the suite's forkserver 2-5 s before it trains; a cold inductor
-# compile 30-60 s, max-autotune longer) and the budget that stops it. What only a GPU proves comes
-# first; the overhead benchmark, whose pairs report as they end, last:
+# Stages, in order, with what each took on this workplace's H200 (2026-12-04, torch 2.11: a new
+# Python process that imports torch and transformers ~7 s there; eager steps host-bound) and the
+# budget that stops it. What only a GPU proves comes first; the overhead benchmark, whose pairs
+# report as they end, last:
 #   probe         nvidia-smi, can PyTorch see a GPU, does every module import
-#                 (scripts/import_check.py; stops here if not)                     ~20 s   60 s
+#                 (scripts/import_check.py; stops here if not)             31 s      ~30 s   60 s
 #   gpu-tests     `pytest -m gpu`: NVML, CUDA timers, doctor, each precision's tiny
-#                 cell; not its batch-search test, which the next stage replaces  ~40 s  120 s
+#                 cell; not its batch-search test, which the next stage replaces 44 s ~45 s   90 s
 #   batch-search  experiments/gpu-check-batch.yaml under a 2 GiB allocator cap:
 #                 fp32's and bf16's largest batch against real CUDA OOM errors
-#                 (~10 probes of 2-4 s, then two measured cells of ~6 s)          ~55 s  120 s
+#                 (12 probes of ~7 s, then two measured cells)             119 s     ~105 s  130 s
 #   matrix        experiments/gpu-check.yaml: the transformer and a small BERT eager
-#                 in fp32, tf32, fp16 and bf16, side by side (a run's start
-#                 ~10 s, then ~8 s a cell)                                        ~75 s  120 s
+#                 in fp32, tf32, fp16 and bf16, side by side     68 s for the LM's 4 ~95 s  130 s
 #   fp8           experiments/gpu-check-fp8.yaml: fp8 (tensor-wise) against bf16 on
-#                 a linear stack at hidden 4,096, compiled (two cold compiles
-#                 ~30-45 s each; its data builds in seconds), the t5 workload eager ~100 s  150 s
-#   compile       experiments/gpu-check-compile.yaml, tf32: MLP eager, reduce-
-#                 overhead and max-autotune, small transformer reduce-overhead
-#                 (cold compiles ~30 + ~55 + ~35 s, ~20 s of timed steps)        ~145 s  240 s
-#   multi-gpu     2+ GPUs only: experiments/gpu-check-multi.yaml, --gpus all       ~90 s  180 s
+#                 a linear stack at hidden 4,096, compiled (compiles 6 + 17 s);
+#                 the t5 workload eager                                     82 s      ~75 s  100 s
+#   compile       experiments/gpu-check-compile.yaml, tf32: MLP reduce-overhead and
+#                 max-autotune, small transformer reduce-overhead
+#                 (compiles 4.5 + 49 + 11.5 s)                              173 s     ~105 s  160 s
+#   multi-gpu     2+ GPUs only: experiments/gpu-check-multi.yaml, --gpus all not run ~90 s  180 s
 #   overhead      scripts/bench_overhead.py --device cuda: the mlp cell through
 #                 `amp-suite run` against the bare AMP loop, fp32, tf32, bf16 and
-#                 fp16, 2 pairs one after the other (a pair: one run of 4 cells
-#                 ~30 s, one bare process of 4 loops ~12 s)                       ~85 s  150 s
-# About 8.5 minutes on one H200 (~520 s; the multi-GPU stage adds ~90 s on 2+ GPUs, where the
-# overhead stage gets what is left). Every stage shares one deadline, 540 s after the start: a
-# stage that would run past it gets only what is left, and one that would get under 5 s does not
-# start, so the script ends within 9 minutes whatever the estimates miss.
+#                 fp16, 2 pairs one after the other                       not run   ~85 s  150 s
+# The measured column is the first lease's, before the matrices were cut to fit (steps: batch
+# 500 -> 150, matrix 400 -> 200, fp8 400 -> 300, compile 8000 -> 2000, the eager MLP left to the
+# overhead stage, which runs it in every mode): that run
+# reached the compile stage at 400 s and the overhead stage never started. About 9 minutes on one
+# H200 by the estimates (~540 s; the multi-GPU stage adds ~90 s on 2+ GPUs, where the overhead
+# stage gets what is left). Every stage shares one deadline, 540 s after the start: a stage that
+# would run past it gets only what is left, and one that would get under 5 s does not start, so
+# the script ends within 9 minutes whatever the estimates miss.
 # Every timed region lasts over 1 s (NVML's energy counter needs it): see each matrix's comment.
 #
 # After every stage it appends that stage's block to OUT_DIR/gpu-check.txt (name, exit code, wall
@@ -214,7 +216,7 @@ export -f probe amp_suite capped
 failed=0
 echo "gpu-check$([ "$rehearse" = 1 ] && echo " --rehearse") $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), into $out" |
     tee "$summary"
-if ! stage probe 20 60 - probe; then
+if ! stage probe 30 60 - probe; then
     say "gpu-check: FAIL: no usable GPU (see nvidia-smi.txt in the bundle); nothing else was run"
     exit 1
 fi
@@ -223,11 +225,11 @@ gpus=${gpus:-1}
 
 # What only a GPU proves first (the compiles among it); the overhead benchmark, whose pairs report as
 # they end, last: where the deadline bites, it bites there.
-stage gpu-tests 40 120 - "$python" -m pytest -m gpu -k "not largest_batch" -q -s -p no:cacheprovider tests || failed=1
-stage batch-search 55 120 gpu-check-batch capped amp_suite experiments/gpu-check-batch.yaml || failed=1
-stage matrix 75 120 gpu-check amp_suite experiments/gpu-check.yaml || failed=1
-stage fp8 100 150 gpu-check-fp8 amp_suite experiments/gpu-check-fp8.yaml || failed=1
-stage compile 145 240 gpu-check-compile amp_suite experiments/gpu-check-compile.yaml || failed=1
+stage gpu-tests 45 90 - "$python" -m pytest -m gpu -k "not largest_batch" -q -s -p no:cacheprovider tests || failed=1
+stage batch-search 105 130 gpu-check-batch capped amp_suite experiments/gpu-check-batch.yaml || failed=1
+stage matrix 95 130 gpu-check amp_suite experiments/gpu-check.yaml || failed=1
+stage fp8 75 100 gpu-check-fp8 amp_suite experiments/gpu-check-fp8.yaml || failed=1
+stage compile 105 160 gpu-check-compile amp_suite experiments/gpu-check-compile.yaml || failed=1
 if [ "$rehearse" = 1 ]; then  # --gpus places cells on CUDA devices: a rehearsal runs DDP on gloo
     stage multi-gpu 90 180 gpu-check-multi amp_suite experiments/gpu-check-multi.yaml || failed=1
 elif [ "$gpus" -ge 2 ]; then

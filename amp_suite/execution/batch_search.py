@@ -1,8 +1,11 @@
 """`batch_sizes: [auto]`: the largest batch that fits, found per precision by probing.
 
-Each probe is a short run of the cell itself (diagnostics, warmup, a timed step, evaluation) in a
-fresh process, so "fits" means the cell as measured fits, and one probe's allocator state can't
-help or hurt the next. The search doubles from a small batch until one does not fit (status
+Each probe is a short run of the cell itself (diagnostics, the cell's own warmup steps, two timed
+steps, evaluation) in a fresh process, so "fits" means the cell as measured fits, and one probe's
+allocator state can't help or hurt the next. The whole warmup, not one step: the caching
+allocator's blocks fragment over the first steps, and on an H200 capped at 2 GiB a GPT-2-shaped
+model that fitted batch 13 for three steps ran out of memory at batch 13 on its tenth (52 MiB
+asked, 75 MiB cached in pieces). The search doubles from a small batch until one does not fit (status
 `oom`) or the training set caps it (the workload's `samples`, or fewer where real data has fewer:
 the first probe that runs reports the size), then bisects between the last fit and the first
 failure until they are within 1/16 of each other. The cell is then measured at the batch found.
@@ -19,7 +22,7 @@ from amp_suite.records.results import BatchSearch, CellRecord
 
 START = 8  # the first probe; halved down to 1 if even this does not fit
 PRECISION = 16  # stop bisecting when the gap is under 1/16 of the batch that fits
-PROBE_STEPS, PROBE_WARMUP = 2, 1
+PROBE_STEPS = 2  # timed; the warmup is the cell's own
 
 Probe = Callable[[CellSpec], CellRecord]  # runs a cell in a fresh process
 
@@ -69,7 +72,7 @@ class _Probes:
 
     def fits(self, batch: int) -> bool | None:
         """True, False (out of memory), or None when the probe was skipped or failed otherwise."""
-        short = {"batch_size": batch, "steps": PROBE_STEPS, "warmup_steps": PROBE_WARMUP}
+        short = {"batch_size": batch, "steps": PROBE_STEPS}
         record = self.probe(self.spec.model_copy(update=short))
         self.tried.append((batch, record.status))
         if record.status in ("ok", "diverged"):  # diverged: it ran, so it fitted

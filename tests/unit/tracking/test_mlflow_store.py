@@ -219,8 +219,8 @@ def test_a_tracker_is_opened_by_its_uri_scheme_and_mlflow_takes_the_rest(monkeyp
     import amp_suite.tracking as tracking
     from amp_suite.tracking.mlflow_tracker import MlflowTracker
 
-    monkeypatch.setitem(tracking.TRACKERS, "recorded", "test_mlflow_store:_Recorded")
-    monkeypatch.setitem(tracking.TRACKERS, "refused", "test_mlflow_store:_refuse")
+    monkeypatch.setitem(tracking.TRACKERS, "recorded", f"{__name__}:_Recorded")
+    monkeypatch.setitem(tracking.TRACKERS, "refused", f"{__name__}:_refuse")
     opened = tracking.open_tracker("Recorded://team/box", run_folder=tmp_path)
     assert isinstance(opened, _Recorded) and (opened.uri, opened.run_folder) == ("Recorded://team/box", tmp_path)
     assert isinstance(tracking.open_tracker(f"sqlite:///{tmp_path / 'mlflow.db'}"), MlflowTracker)
