@@ -1,4 +1,5 @@
-"""Opening a file the suite reads (records, invocations, matrices, reference data). No torch here.
+"""Opening a file the suite reads (records, invocations, matrices, reference data), and writing
+one whole. No torch here.
 
 Whatever a path names is checked before a byte is read: a symlink to /dev/zero would grow
 without end, a FIFO would block forever, a folder would raise. Only regular files are opened,
@@ -96,3 +97,15 @@ def _reading(read, path: Path, size: int) -> bytes:
         return read(size)
     except OSError as exc:  # e.g. EIO from a failing disk
         raise RefusedFile(f"{shown(path)}: cannot read ({exc.strerror})") from None
+
+
+def write_whole(path: Path, data: bytes) -> Path:
+    """`data` as the file at `path`, whole or not at all: written beside it, then moved over it."""
+    partial = path.with_name(path.name + ".partial")
+    try:
+        partial.write_bytes(data)
+        partial.replace(path)  # a reader never sees half a file
+    except OSError:
+        partial.unlink(missing_ok=True)  # e.g. a full disk: no half-written file is left behind
+        raise
+    return path

@@ -1,5 +1,5 @@
 """`amp-suite predict`: each mode's estimated speedup on GPUs the suite has not run on, beside what
-was published for them."""
+was published for them; or, given a run's records, on the GPU they ran on, beside what they measured."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from amp_suite.cli.common import MatrixOption, app, console, fail, resolve_matrix, say
+from amp_suite.analysis.words import times
+from amp_suite.cli.common import MatrixOption, app, console, fail, resolve_matrix, say, source
 from amp_suite.config import ConfigError, load_matrix
 from amp_suite.config.problems import did_you_mean
+from amp_suite.paths import is_folder
+from amp_suite.records.rundir import RunDirectory
 from amp_suite.text import plain
 
 DEFAULT_MATRIX = Path("nvidia-resnet50")  # the matrix whose published speedups the estimate is held against
@@ -24,80 +27,222 @@ def predict(
                      "Default: every GPU the table has a memory bandwidth for."),
     ] = None,  # fmt: skip
     matrix: MatrixOption = None,
+    results: Annotated[
+        Optional[str],
+        typer.Option(
+            parser=source,
+            help="A run folder or results.jsonl: estimate its eager cells on the GPU they ran on, beside the "
+            "speedups they measured (and write prediction.json in a run folder, for its report).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Estimate each mode's speedup on GPUs you may not have, from a roofline of every cell's training
     step, op by op, profiled on this CPU; beside the published speedups for those GPUs, with the error."""
-    from amp_suite.hardware.peaks import estimated_gpus, gpu_spec
-
     try:
+        if results is not None:
+            if gpu or matrix is not None:
+                raise ConfigError("--results estimates its records' cells on their GPU: leave out --gpu and --matrix")
+            _against_measured(results)
+            return
         loaded = load_matrix(resolve_matrix(matrix if matrix is not None else DEFAULT_MATRIX))
-        names = gpu or estimated_gpus()
-        specs = []
-        for name in names:
-            spec = gpu_spec(name)
-            if spec is None:
-                hint = did_you_mean(name, estimated_gpus())
-                raise ConfigError(f"--gpu: no memory bandwidth for {name[:60]!r} in the peak table{hint}")
-            specs.append((name, spec))
+        gpus = _gpus(gpu)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    _against_published(loaded, gpus)
 
-    from amp_suite.analysis.roofline import CellEstimate, estimate_step, speedup
-    from amp_suite.cell.profile import profile_cell
-    from amp_suite.config.precisions import MODE_BY_NAME, REFERENCE, TF32_BASELINE
-    from amp_suite.report.prediction import calibrate, mean_absolute_error
+
+def _gpus(names: list[str] | None) -> list:
+    from amp_suite.hardware.peaks import estimated_gpus, gpu_spec
+
+    specs = []
+    for name in names or estimated_gpus():
+        spec = gpu_spec(name)
+        if spec is None:
+            hint = did_you_mean(name, estimated_gpus())
+            raise ConfigError(f"--gpu: no memory bandwidth for {name[:60]!r} in the peak table{hint}")
+        specs.append((name, spec))
+    return specs
+
+
+class _Profiles:
+    """Each cell's op profile, made once per model, layout, batch and the mode whose ops it runs
+    (tf32 runs fp32's ops: only the math under them differs)."""
+
+    def __init__(self) -> None:
+        self.made: dict[tuple, list] = {}
+
+    def estimate(self, spec, label: str, config: dict, gpu):
+        from amp_suite.analysis.roofline import CellEstimate, estimate_step
+
+        return CellEstimate(label, config, spec.batch_size, estimate_step(self.of(spec), gpu, spec.precision))
+
+    def of(self, spec) -> list:
+        from amp_suite.cell.profile import profile_cell
+        from amp_suite.config.precisions import MODE_BY_NAME, REFERENCE
+
+        ran = spec.precision if MODE_BY_NAME[spec.precision].autocast else REFERENCE
+        key = (spec.workload.model_dump_json(), spec.channels_last, spec.batch_size, ran)
+        if key not in self.made:
+            layout = " (channels_last)" if spec.channels_last else ""
+            say(f"profiling {spec.matrix}: {spec.workload.name}{layout} at batch {spec.batch_size} in {ran}")
+            self.made[key] = profile_cell(spec.model_copy(update={"precision": ran}))
+        return self.made[key]
+
+
+def _against_published(loaded, gpus: list) -> None:
+    from amp_suite.config.precisions import REFERENCE, TF32_BASELINE
+    from amp_suite.report.prediction import calibrate, estimated_speedups, mean_absolute_error
     from amp_suite.report.references import load_references, published_speedups
 
-    cells = {
-        (spec.workload.name, spec.channels_last, spec.batch_size, spec.precision): spec
-        for spec in loaded.cells("cpu", force=True)
-        if isinstance(spec.batch_size, int) and spec.ddp is None and _estimated(MODE_BY_NAME[spec.precision])
-    }
-    profiles = {}  # (label, layout, batch, the mode whose ops it runs) -> its op profile
-    for (label, layout, batch, precision), spec in cells.items():
-        ran = precision if MODE_BY_NAME[precision].autocast else REFERENCE  # tf32 runs fp32's ops
-        if (label, layout, batch, ran) not in profiles:
-            say(f"profiling {label}{' (channels_last)' if layout else ''} at batch {batch} in {ran}")
-            profiles[label, layout, batch, ran] = profile_cell(spec.model_copy(update={"precision": ran}))
-
+    cells = [
+        spec for spec in loaded.cells("cpu", force=True)
+        if isinstance(spec.batch_size, int) and spec.ddp is None and _estimated(spec.precision)
+    ]  # fmt: skip
+    profiles = _Profiles()
     published = published_speedups(load_references(None))
     errors = []
-    for name, spec in specs:
+    for name, gpu in gpus:
         estimates = []
-        for (label, layout, batch, precision), cell in cells.items():
-            ran = precision if MODE_BY_NAME[precision].autocast else REFERENCE
-            costs = profiles[label, layout, batch, ran]
-            config = {**cell.workload.model_dump(mode="json"), "compile": "off", "channels_last": layout}
-            estimates.append(CellEstimate(label, config, batch, estimate_step(costs, spec, precision)))
-        _print_estimates(spec.name, estimates, speedup, (REFERENCE, TF32_BASELINE))
+        for spec in cells:
+            config = {**spec.workload.model_dump(mode="json"), "compile": "off", "channels_last": spec.channels_last}
+            estimates.append(profiles.estimate(spec, spec.workload.name, config, gpu))
+        speedups = {b: estimated_speedups(estimates, b) for b in (REFERENCE, TF32_BASELINE)}
+        title = f"Estimated on {gpu.name} (a roofline of each step, profiled on this CPU)"
+        _print_estimates(title, estimates, speedups)
         calibrations = calibrate(estimates, published, name)
         errors += calibrations
-        _print_calibrations(spec.name, calibrations)
+        _print_calibrations(gpu.name, calibrations)
     error = mean_absolute_error(errors)
     if error is not None:
         measured = sum(c.error is not None for c in errors)
         say(f"error on {measured} published speedup(s): mean |estimated / published - 1| = {error:.0%}")
 
 
-def _estimated(mode) -> bool:
+def _against_measured(results: str) -> None:
+    """The records' eager, single-GPU cells estimated on the GPU each ran on, beside the speedup
+    over fp32 the records measured there."""
+    from amp_suite.analysis.summary import machine_key, setup_key, summarize
+    from amp_suite.config.precisions import REFERENCE
+    from amp_suite.hardware.peaks import gpu_spec
+    from amp_suite.report.prediction import error_of, estimated_speedups
+    from amp_suite.report.sources import check_sources, gather
+
+    check_sources([results], None)
+    records = gather([results], None).records
+    if not records:
+        raise ConfigError(f"--results {results[:200]}: no records")
+    summary = {(row.machine, row.setup, row.precision): row for row in summarize(records)}
+    chosen = {}  # (machine, setup, precision) -> a record of that cell (its first seed)
+    for record in records:
+        if record.status == "ok" and record.device == "cuda" and record.compile == "off" and not record.world_size:
+            if _estimated(record.precision) and isinstance(record.batch_size, int):
+                chosen.setdefault((machine_key(record), setup_key(record), record.precision), record)
+    if not chosen:
+        raise ConfigError(f"--results {results[:200]}: no eager single-GPU cell finished ok on CUDA to estimate")
+    profiles, rows, unknown = _Profiles(), [], set()
+    for device_name in sorted({r.device_name or "" for r in chosen.values()}):
+        gpu = gpu_spec(device_name)
+        if gpu is None:
+            unknown.add(device_name or "an unnamed GPU")
+            continue
+        estimates, found = [], []
+        for (machine, setup), cell in _cells_on(chosen, device_name).items():
+            estimated = [profiles.estimate(_spec_of(r), _label(r), {"setup": setup}, gpu) for r in cell.values()]
+            estimates += estimated
+            for row in estimated_speedups(estimated, REFERENCE):  # batch_sizes auto: a mode at another batch has none
+                found.append(row and _with_measured(row, summary.get((machine, setup, row.precision))))
+        rows += [row for row in found if row is not None]
+        _print_estimates(f"Estimated against measured on {gpu.name}", estimates, {REFERENCE: found}, measured=True)
+    for name in sorted(unknown):
+        say(f"{name}: no memory bandwidth in the peak table, so no estimate (amp_suite/hardware/peaks.yaml)")
+    error = error_of(rows)
+    if error is not None:
+        count = sum(row.error is not None for row in rows)
+        say(f"error on {count} measured speedup(s): mean |estimated / measured - 1| = {error:.0%}")
+    if is_folder(Path(results)):
+        _write_prediction(RunDirectory(Path(results)), rows)
+
+
+def _write_prediction(run, rows: list) -> None:
+    """prediction.json in the run folder, whole, under the folder's lock: the report shows it."""
+    from amp_suite.analysis.outcome import ExitCode
+    from amp_suite.files import write_whole
+    from amp_suite.records.results import utc_now
+    from amp_suite.report.prediction import PredictionFile
+
+    RunDirectory.check_writable(run.path, "--results")
+    text = PredictionFile(made_at=utc_now(), estimated=rows).model_dump_json(indent=1) + "\n"
+    try:
+        with run.locked("predict"):
+            write_whole(run.prediction, text.encode())
+    except OSError as exc:  # e.g. a full disk: the file is written whole or not at all
+        raise fail(f"{run.prediction} not written: {exc.strerror or exc}", ExitCode.WRITE_FAILED) from None
+    say(f"wrote {run.prediction} (amp-suite report {run.path} shows it)")
+
+
+def _with_measured(row, measured):
+    """The estimate with what the records measured of the same cell (a summary row), where they did."""
+    from amp_suite.config.precisions import REFERENCE
+
+    ratio = measured.speedups.get(REFERENCE) if measured is not None else None
+    step = measured.step_time_ms if measured is not None else None
+    return row.model_copy(update={"measured": ratio.value if ratio else None, "measured_step_ms": step})
+
+
+def _label(record) -> str:
+    """The workload as the records' own tables name it, with its matrix: one run folder can hold
+    the same workload in several configurations, one a matrix."""
+    return f"{record.workload} ({record.matrix})" if record.matrix else record.workload
+
+
+def _spec_of(record):
+    """The cell a record measured, at the batch it ran, to profile on this CPU."""
+    from amp_suite.config import CellSpec
+
+    return CellSpec.model_validate({**record.config, "batch_size": record.batch_size, "device": "cpu"})
+
+
+def _cells_on(chosen: dict, device_name: str) -> dict:
+    """The chosen records of one GPU, by cell (machine, setup), then mode."""
+    from amp_suite.config.precisions import PRECISIONS
+
+    cells: dict = {}
+    for (machine, setup, precision), record in chosen.items():
+        if record.device_name == device_name:
+            cells.setdefault((machine, setup), {})[precision] = record
+    order = {name: index for index, name in enumerate(PRECISIONS)}  # fp32 first, as every table has it
+    return {cell: dict(sorted(modes.items(), key=lambda mode: order[mode[0]])) for cell, modes in cells.items()}
+
+
+def _estimated(precision: str) -> bool:
     """The modes a roofline can estimate from a CPU's profile: not fp8 (torchao's float8 kernels), not a control."""
-    return not mode.control and not mode.fp8_recipe
+    from amp_suite.config.precisions import MODE_BY_NAME
+
+    mode = MODE_BY_NAME.get(precision)
+    return mode is not None and not mode.control and not mode.fp8_recipe
 
 
-def _print_estimates(gpu: str, estimates, speedup, baselines: tuple[str, str]) -> None:
+def _print_estimates(title: str, estimates, speedups: dict, measured: bool = False) -> None:
+    """A row per estimate; `speedups`: per baseline, each estimate's Estimated (or None), in order."""
     from rich.table import Table
 
-    table = Table(title=f"Estimated on {gpu} (a roofline of each step, profiled on this CPU)", title_justify="left")
-    figures = ("batch", "step ms", *(f"vs {b}" for b in baselines))
-    for header in ("workload", "batch", "mode", "step ms", *(f"vs {b}" for b in baselines), "bound", "dominant ops"):
-        table.add_column(header, justify="right" if header in figures else "left")
-    for estimate in estimates:
-        cell = (estimate.label, estimate.config, estimate.batch)
-        others = {e.precision: e for e in estimates if (e.label, e.config, e.batch) == cell}
-        against = [f"{speedup(estimate.step, others[b].step):.2f}x" if b in others else "-" for b in baselines]
+    table = Table(title=title, title_justify="left")
+    baselines = list(speedups)
+    headers = ["workload", "batch", "mode", "step ms", *(["measured"] if measured else []),
+               *(f"vs {b}" for b in baselines), *(["error"] if measured else []), "bound", "dominant ops"]  # fmt: skip
+    for header in headers:
+        table.add_column(header, justify="left" if header in ("workload", "mode", "bound", "dominant ops") else "right")
+    for index, estimate in enumerate(estimates):
+        found = [speedups[b][index] for b in baselines]
+        against = [times(row.estimated if row else None) for row in found]
+        first = found[0]
+        extra = [times(first.measured if first else None)] if measured else []
+        error = [f"{first.error:+.0%}" if first and first.error is not None else "-"] if measured else []
         dominant = ", ".join(f"{t.phase} {t.op}" for t in estimate.step.dominant(2))
         table.add_row(plain(estimate.label), str(estimate.batch), estimate.precision,
-                      f"{estimate.step.seconds * 1e3:.3g}", *against, estimate.step.bound, plain(dominant))  # fmt: skip
+                      f"{estimate.step.seconds * 1e3:.3g}", *extra, *against, *error, estimate.step.bound,
+                      plain(dominant))  # fmt: skip
     console.print(table)
 
 

@@ -53,7 +53,7 @@ def report(
     from amp_suite.cli.display import print_answer
     from amp_suite.report import load_references, make_report
     from amp_suite.report.render import FORMATS
-    from amp_suite.report.sources import check_sources, gather
+    from amp_suite.report.sources import check_sources, estimates_in, gather
 
     try:
         chosen = split_names("--format", formats) or []
@@ -77,9 +77,12 @@ def report(
         raise fail(str(exc)) from None
     except ConnectionError as exc:
         raise fail(f"tracking store {tracking_uri} is not usable: {exc}") from None
+    estimated, unread = estimates_in(sources)
+    for line in unread:
+        warn(f"left out of the report: {line}")
     try:
         done, written = make_report(
-            gathered.records, published, baseline.value, sources, gathered.unreadable, destination, chosen
+            gathered.records, published, baseline.value, sources, gathered.unreadable, destination, chosen, estimated
         )
     except OSError as exc:  # e.g. a full disk: each file is written whole or not at all
         raise fail(f"report not written to {destination}: {exc.strerror or exc}", ExitCode.WRITE_FAILED) from None

@@ -33,7 +33,7 @@ LOCK_FILE = ".amp-suite.lock"
 # logs/ (a cell's log is appended to by its run and uploaded by sync) and under mlartifacts/.
 EXPECTED_ENTRIES = {
     "results.jsonl": "file", "invocations.jsonl": "file", "mlflow.db": "file", LOCK_FILE: "file", "logs": "folder",
-    "report": "folder", "report/figures": "folder", "mlartifacts": "folder",
+    "report": "folder", "report/figures": "folder", "mlartifacts": "folder", "prediction.json": "file",
 }  # fmt: skip
 
 LINKED = "is a symbolic link; the suite writes only inside the folder"
@@ -48,6 +48,7 @@ class RunDirectory:
         self.path = path
         self.results = ResultsFile(path / "results.jsonl")
         self.invocations = InvocationLog(path / "invocations.jsonl")
+        self.prediction = path / "prediction.json"  # `amp-suite predict --results`: the report shows it
 
     def log_path(self, cell_id: str) -> Path:
         """Where a cell's log is written: named for the cell, inside logs/ whatever the id holds."""

@@ -34,6 +34,7 @@ from amp_suite.records.machine import Machine
 from amp_suite.records.results import CellRecord, utc_now
 from amp_suite.records.schema import fields_of, topic_of, unit_of
 from amp_suite.report.claims import ClaimResult, Evidence, judge_claims, thresholds_dict
+from amp_suite.report.prediction import Estimated
 from amp_suite.report.references import Reference, ReferenceResult, match_references
 
 
@@ -79,6 +80,7 @@ class Report(BaseModel):
     units: dict[str, str] = Field(default_factory=dict)  # of each quantity in `cells`, as the schema declares
     topics: dict[str, str] = Field(default_factory=dict)  # of each quantity in `cells`: speed, timing, memory, ...
     notes: list[str] = Field(default_factory=list)  # what a reader would otherwise have to guess
+    estimated: list[Estimated] = Field(default_factory=list)  # `amp-suite predict --results`: estimate vs measured
 
 
 # The reference workloads whose config declares them matmul-heavy: what the tensor-core claim is
@@ -97,6 +99,7 @@ def build_report(
     baseline: str = BASELINE,
     sources: Sequence[str] = (),
     unreadable: int = 0,
+    estimated: Sequence[Estimated] = (),
 ) -> Report:
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}")
@@ -135,6 +138,7 @@ def build_report(
         claims=judge_claims(evidence),
         **_cells(records, ids),
         notes=_notes(summary, baseline),
+        estimated=list(estimated),
     )
 
 

@@ -1,5 +1,6 @@
-"""Estimates held against what was published: each published speedup (report.references) beside
-the one the roofline estimate implies for the same GPU, configurations and batches. No torch here.
+"""Estimates held against what was published, and against what was measured: each published
+speedup (report.references) beside the one the roofline estimate implies for the same GPU,
+configurations and batches; each measured speedup beside the estimate for that GPU. No torch here.
 
 Nothing is tuned to these figures: the estimate's inputs are the op profile, the datasheet and the
 launch cost fixed beforehand, and its error on them is reported as it comes out.
@@ -7,11 +8,14 @@ launch cost fixed beforehand, and its error on them is reported as it comes out.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from amp_suite.analysis.roofline import CellEstimate
+from pydantic import BaseModel
+
+from amp_suite.analysis.roofline import CellEstimate, speedup
 from amp_suite.report.references import PublishedSpeedup, same_config
 
 
@@ -30,16 +34,16 @@ class Calibration:
 def calibrate(estimates: Sequence[CellEstimate], published: Sequence[PublishedSpeedup], gpu: str) -> list[Calibration]:
     """Each published speedup on `gpu` (as the peak table names it) beside the estimate's."""
     found = []
-    for speedup in published:
-        if speedup.gpu.casefold() not in gpu.casefold() and gpu.casefold() not in speedup.gpu.casefold():
+    for figure in published:
+        if figure.gpu.casefold() not in gpu.casefold() and gpu.casefold() not in figure.gpu.casefold():
             continue
-        mode = _side(estimates, speedup.precision, speedup.config)
-        base = _side(estimates, speedup.baseline, speedup.baseline_config)
+        mode = _side(estimates, figure.precision, figure.config)
+        base = _side(estimates, figure.baseline, figure.baseline_config)
         if mode is None or base is None:
-            missing = speedup.precision if mode is None else speedup.baseline
-            found.append(Calibration(speedup, None, f"the matrix has no {missing} cell in this configuration"))
+            missing = figure.precision if mode is None else figure.baseline
+            found.append(Calibration(figure, None, f"the matrix has no {missing} cell in this configuration"))
         else:
-            found.append(Calibration(speedup, mode.samples_per_s / base.samples_per_s))
+            found.append(Calibration(figure, mode.samples_per_s / base.samples_per_s))
     return found
 
 
@@ -54,3 +58,56 @@ def _side(estimates: Sequence[CellEstimate], precision: str, wanted: dict) -> Ce
          and same_config(e.config, wanted)),
         None,
     )  # fmt: skip
+
+
+class Estimated(BaseModel):
+    """One mode of one cell on one GPU: its estimated speedup over the reference mode, and the
+    speedup its records measured on that GPU, where there are records."""
+
+    gpu: str
+    workload: str  # the workload's label
+    batch: int
+    precision: str
+    baseline: str  # the mode the speedups divide by
+    estimated: float
+    step_ms: float  # the mode's estimated step
+    bound: str  # compute, memory or launch: what takes most of the estimated step
+    dominant: list[str]  # the ops that take the most of it, slowest first ("backward aten.mm")
+    measured: float | None = None  # the records' speedup over the same baseline (their mean over seeds)
+    measured_step_ms: float | None = None  # the records' step (mean of the seeds' medians): beside step_ms
+
+    @property
+    def error(self) -> float | None:
+        """estimated / measured - 1, where the GPU's records measured this speedup."""
+        return None if self.measured is None else self.estimated / self.measured - 1
+
+
+def estimated_speedups(cells: Sequence[CellEstimate], baseline: str) -> list[Estimated | None]:
+    """For each of `cells`, in order, its speedup over its own cell's `baseline` (same label, config
+    and batch); None for the baseline itself and where the baseline is not among `cells`."""
+    by_cell = {(e.label, json.dumps(e.config, sort_keys=True), e.batch, e.precision): e for e in cells}
+    found: list[Estimated | None] = []
+    for cell in cells:
+        reference = by_cell.get((cell.label, json.dumps(cell.config, sort_keys=True), cell.batch, baseline))
+        if reference is None or cell.precision == baseline:
+            found.append(None)
+            continue
+        found.append(Estimated(
+            gpu=cell.step.gpu, workload=cell.label, batch=cell.batch, precision=cell.precision, baseline=baseline,
+            estimated=speedup(cell.step, reference.step), step_ms=cell.step.seconds * 1e3, bound=cell.step.bound,
+            dominant=[f"{t.phase} {t.op}" for t in cell.step.dominant(2)],
+        ))  # fmt: skip
+    return found
+
+
+def error_of(rows: Sequence[Estimated]) -> float | None:
+    """The mean |estimated / measured - 1| over the rows with a measurement."""
+    errors = [abs(row.error) for row in rows if row.error is not None]
+    return statistics.fmean(errors) if errors else None
+
+
+class PredictionFile(BaseModel):
+    """prediction.json in a run folder, written by `amp-suite predict --results`: the report shows it."""
+
+    made_at: str
+    estimated: list[Estimated]

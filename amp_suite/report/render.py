@@ -27,10 +27,12 @@ from amp_suite.config.precisions import (
     SPEED_BASELINES,
     precision_order,
 )
+from amp_suite.files import write_whole
 from amp_suite.records.schema import Topic
 from amp_suite.report.build import CellMeasures, Report
 from amp_suite.report.claims import ARTICLE, CLAIMS, NOT_MEASURED, ClaimVerdict
 from amp_suite.report.figures import Figure
+from amp_suite.report.prediction import error_of
 from amp_suite.report.references import NO_MATCHING_RUN
 from amp_suite.report.references import Verdict as ReferenceVerdict
 from amp_suite.text import markdown_cell, printable
@@ -55,7 +57,7 @@ def write_report(report: Report, figures: Sequence[Figure], out: Path, formats: 
         written.append(_write(out / "report.json", report.model_dump_json(indent=2)))
     if figures and "md" in formats:
         (out / "figures").mkdir(exist_ok=True)
-        written += [_write_bytes(out / "figures" / figure.name, figure.png) for figure in figures]
+        written += [write_whole(out / "figures" / figure.name, figure.png) for figure in figures]
     if "md" in formats:
         written.append(_write(out / "report.md", to_markdown(report, figures)))
     if "html" in formats:
@@ -76,6 +78,8 @@ def sections(report: Report) -> list[Section]:
     if any(row.world_size is not None for row in report.rows):
         found.append(_data_parallel(report, labels))
     found.append(_references(report, labels))
+    if report.estimated:
+        found.append(_estimated(report))
     found.append(_claims(report, labels))
     found += _cells(report, labels)
     return found
@@ -395,6 +399,33 @@ def _references(report: Report, labels: dict[str, str]) -> Section:
     return Section("Published references", intro, headers, rows, notes)
 
 
+def _estimated(report: Report) -> Section:
+    """The roofline's estimates beside what the records measured on the same GPU (`amp-suite predict
+    --results`), with the error of each and the mean."""
+    rows = [
+        [e.gpu, e.workload, str(e.batch), e.precision, _step_ms(e.measured_step_ms), _step_ms(e.step_ms),
+         f"vs {e.baseline}", times(e.measured), times(e.estimated), "-" if e.error is None else f"{e.error:+.0%}",
+         e.bound, ", ".join(e.dominant)]
+        for e in report.estimated
+    ]  # fmt: skip
+    error = error_of(report.estimated)
+    counted = sum(e.error is not None for e in report.estimated)
+    notes = [f"Mean |estimated / measured - 1| on {counted} speedup(s): {error:.0%}."] if error is not None else []
+    intro = (
+        "What a roofline of each training step, op by op, estimated for the GPU these records ran on (amp-suite"
+        " predict --results), beside what they measured. Each op takes the longer of its FLOPs over the mode's"
+        " peak and its bytes over the memory bandwidth, plus a launch per kernel; what it leaves out (host"
+        " overhead beyond the launches, caches, fusion) is where it errs."
+    )
+    headers = ("GPU", "workload", "batch", "mode", "step ms, measured", "step ms, estimated", "speedup", "measured",
+               "estimated", "error", "bound", "dominant ops")  # fmt: skip
+    return Section("Estimated against measured", intro, headers, rows, notes)
+
+
+def _step_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
 def _claims(report: Report, labels: dict[str, str]) -> Section:
     """The claims judged on each machine; those its records cannot judge, in one line per machine."""
     judged = [c for c in report.claims if c.verdict != NOT_MEASURED]
@@ -556,15 +587,4 @@ def _header(report: Report) -> str:
 
 
 def _write(path: Path, text: str) -> Path:
-    return _write_bytes(path, text.encode("utf-8"))
-
-
-def _write_bytes(path: Path, data: bytes) -> Path:
-    partial = path.with_name(path.name + ".partial")
-    try:
-        partial.write_bytes(data)
-        partial.replace(path)  # a reader never sees half a report
-    except OSError:
-        partial.unlink(missing_ok=True)  # e.g. a full disk: no half-written file is left behind
-        raise
-    return path
+    return write_whole(path, text.encode("utf-8"))  # a reader never sees half a report

@@ -15,11 +15,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from amp_suite.config import ConfigError
-from amp_suite.files import open_regular
+from amp_suite.files import open_regular, read_limited
 from amp_suite.paths import check_path, is_folder, shown
 from amp_suite.records.results import CellRecord, DistinctRecords, ResultsFile, StoredRecord, describe_error
 from amp_suite.records.rundir import RunDirectory
+from amp_suite.report.prediction import Estimated, PredictionFile
 from amp_suite.tracking.uri import check_tracking_store
+
+PREDICTION_LIMIT = 16 << 20  # prediction.json: a few kB a GPU; anything this large is not one
 
 
 class Gathered(DistinctRecords):
@@ -43,6 +46,24 @@ def results_file(source: str) -> Path | None:
     if _lexists(source):
         return path
     return None
+
+
+def estimates_in(sources: list[str]) -> tuple[list[Estimated], list[str]]:
+    """The estimates `amp-suite predict --results` left in each run folder among the sources, and
+    a line for each such file that could not be read (left out of the report, said so)."""
+    found: list[Estimated] = []
+    unread: list[str] = []
+    for source in sources:
+        if not is_folder(Path(source)):
+            continue
+        path = RunDirectory(Path(source)).prediction
+        try:
+            data = read_limited(path, PREDICTION_LIMIT)
+            if data is not None:
+                found += PredictionFile.model_validate_json(data).estimated
+        except (ConfigError, ValidationError, OSError) as exc:
+            unread.append(f"{shown(path)}: {describe_error(exc)[:300]}")
+    return found, unread
 
 
 def check_sources(sources: list[str], tracking_uri: str | None) -> None:

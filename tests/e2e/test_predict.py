@@ -1,0 +1,74 @@
+"""`amp-suite predict --results`: a run's own cells estimated on the GPU they ran on, beside what
+they measured there, and the report's section of it. The records are real: gpu-check's
+GPT-2-shaped LM on this workplace's H200 (2026-12-04), in fp32, tf32, fp16 and bf16."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+from conftest import REPO, amp_suite
+
+H200_RECORDS = REPO / "tests" / "fixtures" / "h200-gpu-check-2026-12-04.jsonl"
+CPU_RECORDS = REPO / "tests" / "fixtures" / "results-2026-12-01.jsonl"  # a smoke run on a CPU
+
+
+def h200_run(tmp_path, records=H200_RECORDS, name="h200"):
+    run = tmp_path / name
+    run.mkdir()
+    shutil.copy(records, run / "results.jsonl")
+    return run
+
+
+def table_rows(stdout: str) -> dict[str, list[str]]:
+    """The rows of predict's table, by mode."""
+    rows = [[c.strip() for c in line.split("│")] for line in stdout.splitlines() if line.count("│") > 8]
+    return {cells[3]: cells for cells in rows}
+
+
+def test_a_runs_cells_are_estimated_on_its_gpu_beside_what_they_measured_and_the_report_shows_it(tmp_path):
+    run = h200_run(tmp_path)
+    done = amp_suite("predict", "--results", str(run), cwd=tmp_path, env={"COLUMNS": "220"})
+    assert done.returncode == 0, done.stderr
+    assert "Estimated against measured on NVIDIA H200" in done.stdout
+    records = {r["precision"]: r for r in map(json.loads, H200_RECORDS.read_text().splitlines())}
+    rows = table_rows(done.stdout)
+    assert set(rows) == {"fp32", "tf32", "fp16", "bf16"}, done.stdout
+    for mode in ("tf32", "fp16", "bf16"):
+        measured = records[mode]["throughput"] / records["fp32"]["throughput"]
+        shown, estimated, error = rows[mode][5], rows[mode][6], rows[mode][7]
+        assert shown == f"{measured:.2f}x", (mode, rows[mode])
+        ratio = float(estimated.removesuffix("x"))
+        assert error == f"{ratio / measured - 1:+.0%}", (mode, rows[mode])  # the error is the two columns' ratio
+    assert rows["fp32"][6] == "-"  # the baseline has no speedup over itself
+    mean = re.search(r"error on 3 measured speedup\(s\): mean \|estimated / measured - 1\| = (\d+%)", done.stdout)
+    assert mean, done.stdout
+    written = json.loads((run / "prediction.json").read_text())
+    assert {e["precision"] for e in written["estimated"]} == {"tf32", "fp16", "bf16"}
+
+    report = amp_suite("report", str(run), "--format", "md", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    text = (run / "report" / "report.md").read_text()
+    section = text.split("## Estimated against measured", 1)[1].split("\n## ", 1)[0]
+    assert f"Mean \\|estimated / measured - 1\\| on 3 speedup(s): {mean[1]}." in section, section
+    assert all(f"| {mode} |" in section for mode in ("tf32", "fp16", "bf16"))
+
+
+def test_a_prediction_file_that_cannot_be_read_is_left_out_of_the_report_and_said(tmp_path):
+    run = h200_run(tmp_path)
+    (run / "prediction.json").write_text('{"estimated": [{"gpu": 3}]')
+    done = amp_suite("report", str(run), "--format", "md", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "left out of the report" in done.stderr and "prediction.json" in done.stderr
+    assert "Estimated against measured" not in (run / "report" / "report.md").read_text()
+
+
+def test_predict_refuses_results_with_no_gpu_cell_and_results_beside_gpu_in_one_line(tmp_path):
+    smoke = h200_run(tmp_path, CPU_RECORDS, "smoke")  # nothing ran on a GPU to hold an estimate against
+    cpu = amp_suite("predict", "--results", str(smoke), cwd=tmp_path)
+    assert cpu.returncode == 2 and "no eager single-GPU cell finished ok on CUDA" in cpu.stderr, cpu.stderr
+    assert len(cpu.stderr.strip().splitlines()) == 1
+    both = amp_suite("predict", "--results", str(h200_run(tmp_path)), "--gpu", "H100 SXM", cwd=tmp_path)
+    assert both.returncode == 2 and "leave out --gpu and --matrix" in both.stderr, both.stderr
+    assert not (smoke / "prediction.json").exists()
