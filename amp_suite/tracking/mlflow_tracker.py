@@ -10,7 +10,7 @@ from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config import CellSpec, Matrix
 from amp_suite.records.invocations import Invocation, InvocationStarted
 from amp_suite.records.results import CellRecord
-from amp_suite.tracking.mlflow_store import MlflowStore
+from amp_suite.tracking.mlflow_store import MLFLOW_NOTE, MlflowStore
 from amp_suite.tracking.relocate import ARTIFACTS
 from amp_suite.tracking.system_metrics import SystemMetrics
 
@@ -84,7 +84,12 @@ class MlflowTracker:
         for run_id in sorted(self.open_cells):
             self.store.close(run_id, "KILLED", why)
         if self.parent_id is not None:
-            self.store.close(self.parent_id, "KILLED", why, {"outcome": ending})
+            # The description the UI opens on: no answer was written, and this says why and what next.
+            note = (
+                f"No answer: {why}, after {len(self.logged)} cell(s) finished. `amp-suite run --resume` finishes"
+                " the matrix in a run of its own; `amp-suite summary` answers for the cells that finished."
+            )
+            self.store.close(self.parent_id, "KILLED", why, {"outcome": ending, MLFLOW_NOTE: note})
         self.open_cells.clear()
 
     def _stop_system_metrics(self) -> None:

@@ -318,6 +318,9 @@ def test_sigterm_and_sighup_stop_like_ctrl_c_and_leave_nothing_running(tmp_path,
     assert statuses["mlp/bs8/seed0/fp32"] == statuses["mlp/bs8/seed0/bf16"] == "KILLED"
     parent = runs_in(embedded(out), "signalled")[0][0]
     assert parent.info.status == "KILLED" and parent.data.tags["amp_suite.ended_by"].endswith(sent.name)
+    # What the UI opens on says there is no answer, why, and what to run next.
+    note = parent.data.tags["mlflow.note.content"]
+    assert note.startswith(f"No answer: amp-suite was stopped by {sent.name}, after 0 cell(s)") and "--resume" in note
     ended = [json.loads(line) for line in (out / "invocations.jsonl").read_text().splitlines()][-1]
     assert ended["outcome"] == "interrupted"
     if sent == signal.SIGTERM:  # and it resumes where it stopped
