@@ -125,7 +125,7 @@ def _against_measured(results: str) -> None:
     from amp_suite.analysis.summary import machine_key, setup_key, summarize
     from amp_suite.config.precisions import REFERENCE
     from amp_suite.hardware.peaks import gpu_spec
-    from amp_suite.report.prediction import error_of, estimated_speedups
+    from amp_suite.report.prediction import estimated_speedups, mean_absolute_error
     from amp_suite.report.sources import check_sources, gather
 
     check_sources([results], None)
@@ -136,7 +136,7 @@ def _against_measured(results: str) -> None:
     chosen = {}  # (machine, setup, precision) -> a record of that cell (its first seed)
     for record in records:
         if record.status == "ok" and record.device == "cuda" and record.compile == "off" and not record.world_size:
-            if _estimated(record.precision) and isinstance(record.batch_size, int):
+            if _estimated(record.precision) and isinstance(record.batch_size, int) and _spec_of(record):
                 chosen.setdefault((machine_key(record), setup_key(record), record.precision), record)
     if not chosen:
         raise ConfigError(f"--results {results[:200]}: no eager single-GPU cell finished ok on CUDA to estimate")
@@ -155,8 +155,8 @@ def _against_measured(results: str) -> None:
         rows += [row for row in found if row is not None]
         _print_estimates(f"Estimated against measured on {gpu.name}", estimates, {REFERENCE: found}, measured=True)
     for name in sorted(unknown):
-        say(f"{name}: no memory bandwidth in the peak table, so no estimate (amp_suite/hardware/peaks.yaml)")
-    error = error_of(rows)
+        say(f"{name}: not estimated, the peak table has no memory bandwidth for it (references/peaks/gpu-peaks.yaml)")
+    error = mean_absolute_error(rows)
     if error is not None:
         count = sum(row.error is not None for row in rows)
         say(f"error on {count} measured speedup(s): mean |estimated / measured - 1| = {error:.0%}")
@@ -197,10 +197,16 @@ def _label(record) -> str:
 
 
 def _spec_of(record):
-    """The cell a record measured, at the batch it ran, to profile on this CPU."""
+    """The cell a record measured, at the batch it ran, to profile on this CPU; None where its config
+    no longer validates (a record of another version of the suite: left out, as the report leaves it)."""
+    from pydantic import ValidationError
+
     from amp_suite.config import CellSpec
 
-    return CellSpec.model_validate({**record.config, "batch_size": record.batch_size, "device": "cpu"})
+    try:
+        return CellSpec.model_validate({**record.config, "batch_size": record.batch_size, "device": "cpu"})
+    except ValidationError:
+        return None
 
 
 def _cells_on(chosen: dict, device_name: str) -> dict:

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from amp_suite.analysis.roofline import CellEstimate, speedup
 from amp_suite.report.references import PublishedSpeedup, same_config
@@ -47,8 +47,9 @@ def calibrate(estimates: Sequence[CellEstimate], published: Sequence[PublishedSp
     return found
 
 
-def mean_absolute_error(calibrations: Sequence[Calibration]) -> float | None:
-    errors = [abs(c.error) for c in calibrations if c.error is not None]
+def mean_absolute_error(compared: Sequence[Calibration | Estimated]) -> float | None:
+    """The mean size of the errors (|estimated / published or measured - 1|) of those that have one."""
+    errors = [abs(c.error) for c in compared if c.error is not None]
     return statistics.fmean(errors) if errors else None
 
 
@@ -76,6 +77,7 @@ class Estimated(BaseModel):
     measured: float | None = None  # the records' speedup over the same baseline (their mean over seeds)
     measured_step_ms: float | None = None  # the records' step (mean of the seeds' medians): beside step_ms
 
+    @computed_field  # in report.json too
     @property
     def error(self) -> float | None:
         """estimated / measured - 1, where the GPU's records measured this speedup."""
@@ -98,12 +100,6 @@ def estimated_speedups(cells: Sequence[CellEstimate], baseline: str) -> list[Est
             dominant=[f"{t.phase} {t.op}" for t in cell.step.dominant(2)],
         ))  # fmt: skip
     return found
-
-
-def error_of(rows: Sequence[Estimated]) -> float | None:
-    """The mean |estimated / measured - 1| over the rows with a measurement."""
-    errors = [abs(row.error) for row in rows if row.error is not None]
-    return statistics.fmean(errors) if errors else None
 
 
 class PredictionFile(BaseModel):

@@ -32,7 +32,7 @@ from amp_suite.records.schema import Topic
 from amp_suite.report.build import CellMeasures, Report
 from amp_suite.report.claims import ARTICLE, CLAIMS, NOT_MEASURED, ClaimVerdict
 from amp_suite.report.figures import Figure
-from amp_suite.report.prediction import error_of
+from amp_suite.report.prediction import mean_absolute_error
 from amp_suite.report.references import NO_MATCHING_RUN
 from amp_suite.report.references import Verdict as ReferenceVerdict
 from amp_suite.text import markdown_cell, printable
@@ -408,7 +408,7 @@ def _estimated(report: Report) -> Section:
          e.bound, ", ".join(e.dominant)]
         for e in report.estimated
     ]  # fmt: skip
-    error = error_of(report.estimated)
+    error = mean_absolute_error(report.estimated)
     counted = sum(e.error is not None for e in report.estimated)
     notes = [f"Mean |estimated / measured - 1| on {counted} speedup(s): {error:.0%}."] if error is not None else []
     intro = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from amp_suite.analysis.roofline import CellEstimate, StepEstimate
-from amp_suite.report.prediction import error_of, estimated_speedups
+from amp_suite.report.prediction import estimated_speedups, mean_absolute_error
 
 
 def cell(precision: str, ms: float, label: str = "mlp", batch: int = 64) -> CellEstimate:
@@ -25,5 +25,5 @@ def test_the_error_is_the_estimate_over_the_measurement_and_the_mean_is_of_its_s
     slow, fast = estimated_speedups([cell("fp32", 4.0), cell("bf16", 2.0), cell("fp16", 8.0)], "fp32")[1:]
     rows = [slow.model_copy(update={"measured": 1.6}), fast.model_copy(update={"measured": 1.0}), slow]
     assert rows[0].error == pytest.approx(0.25) and rows[1].error == pytest.approx(-0.5) and rows[2].error is None
-    assert error_of(rows) == pytest.approx(0.375)  # |+25%| and |-50%|; the row without a measurement left out
-    assert error_of(rows[2:]) is None
+    assert mean_absolute_error(rows) == pytest.approx(0.375)  # |+25%| and |-50%|; the unmeasured row left out
+    assert mean_absolute_error(rows[2:]) is None
