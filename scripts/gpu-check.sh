@@ -154,12 +154,14 @@ trap 'on_signal HUP 1' HUP
 probe() {
     # Every module imports, and the versions to be measured are on record: seconds, where a missing
     # package (a box's own Python, scripts/offline_wheels.py's wheels) would fail a stage minutes in.
+    if [ "$rehearse" = 0 ]; then  # first: the bundle says what the machine has, whatever fails next
+        { nvidia-smi && nvidia-smi -L; } >"$work/nvidia-smi.txt" 2>&1 || echo "nvidia-smi unavailable" >>"$work/nvidia-smi.txt"
+    fi
     "$python" scripts/import_check.py || return 1
     if [ "$rehearse" = 1 ]; then
         "$python" -c 'import torch; print("gpus 0"); print(f"rehearsal on the CPU: torch {torch.__version__}")'
         return
     fi
-    { nvidia-smi && nvidia-smi -L; } >"$work/nvidia-smi.txt" 2>&1 || echo "nvidia-smi unavailable" >>"$work/nvidia-smi.txt"
     "$python" -c 'import torch
 assert torch.cuda.is_available(), "PyTorch sees no CUDA device"
 print("gpus", torch.cuda.device_count())
@@ -217,7 +219,7 @@ failed=0
 echo "gpu-check$([ "$rehearse" = 1 ] && echo " --rehearse") $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), into $out" |
     tee "$summary"
 if ! stage probe 30 60 - probe; then
-    say "gpu-check: FAIL: no usable GPU (see nvidia-smi.txt in the bundle); nothing else was run"
+    say "gpu-check: FAIL: no usable GPU, or a module that does not import (see probe.txt and nvidia-smi.txt in the bundle); nothing else was run"
     exit 1
 fi
 gpus=$(awk '$1 == "gpus" {print $2}' "$work/probe.txt")

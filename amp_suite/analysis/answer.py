@@ -36,7 +36,7 @@ from typing import Literal
 from amp_suite.analysis.quantities import FAIL, INDICATIVE, NOT_JUDGED, ParityVerdict, Ratio
 from amp_suite.analysis.quantities import INVALID as INVALID_PARITY
 from amp_suite.analysis.summary import SummaryRow
-from amp_suite.analysis.words import evidence_words, ratio_words, reach_words, times
+from amp_suite.analysis.words import evidence_words, ratio_words, reach_words
 from amp_suite.config.precisions import AMP_MODES, BF16_BASELINE, FP8_MODES, MODE_BY_NAME, REFERENCE
 from amp_suite.hardware.capability import recommend
 from amp_suite.records.machine import Machine
@@ -120,8 +120,7 @@ def speed(row: SummaryRow, reference: SummaryRow) -> Speed:
     """The row's speed verdict against the reference's (see the module's docstring)."""
     moved = machine_moved(row, reference)
     if row.speedup is None or row.speedup.interval is None:
-        pace = times(row.speedup and row.speedup.value)
-        why = f"{row.precision} ran at {pace} {_PACE} with no interval (no windows recorded)"
+        why = f"{row.precision} ran at {ratio_words(row.speedup)} {_PACE} with no interval (no windows recorded)"
         return Speed(UNCLEAR, why)
     low, high = row.speedup.interval
     if high < 1 + WORTHWHILE_GAIN and (moved is None or row.speedup.side_by_side):

@@ -19,7 +19,6 @@ FAIL: ParityVerdict = "fail"  # not shown, or not finite
 INDICATIVE: ParityVerdict = "indicative"  # one seed: a delta, no test
 INVALID: ParityVerdict = "invalid"  # the sides saw different data: judged by nothing
 NOT_JUDGED: ParityVerdict = "not judged"  # fp32 itself learned nothing: no accuracy to keep
-JUDGED: tuple[ParityVerdict, ...] = (PASS, FAIL)  # the verdicts a test reached
 
 
 @dataclass(frozen=True)

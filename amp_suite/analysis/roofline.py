@@ -60,6 +60,10 @@ class StepEstimate:
     def dominant(self, count: int = 3) -> list[OpTime]:
         return self.ops[:count]
 
+    def dominant_names(self, count: int = 2) -> list[str]:
+        """The slowest ops as tables name them: "backward mm"."""
+        return [f"{t.phase} {t.op}" for t in self.dominant(count)]
+
 
 def op_time(cost: OpCostLike, gpu: GpuSpec, precision: str) -> OpTime:
     """The op's roofline time on the GPU under the mode, and which roof (or its launches) bounds it.

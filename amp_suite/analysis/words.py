@@ -75,8 +75,7 @@ def verdict_words(parity: Parity | None) -> str:
 
 def evidence_words(parity: Parity) -> str:
     """What a verdict rests on, as an answer cites it: "t-test p=0.15, 3 seeds", or "1 seed"."""
-    test = f"t-test {p_value_words(parity.p_value)}, " if parity.p_value is not None else ""
-    return f"{test}{seeds_words(parity.seeds)}"
+    return rule_words(parity) if parity.p_value is not None else seeds_words(parity.seeds)
 
 
 def target_words(reach: TimeToTarget | None) -> str:

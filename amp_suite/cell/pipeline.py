@@ -65,12 +65,18 @@ class Session:
     as_written: nn.Module | None = None  # the model before the policy swapped its layers; None: not swapped
 
 
-def prepare(spec: CellSpec, device: torch.device) -> Session:
+def load_cell(spec: CellSpec) -> tuple[Workload, LoadedData]:
+    """The cell's workload and its data, which must hold a batch."""
     workload = build_workload(spec.workload, spec.channels_last)
     torch.manual_seed(spec.seed)  # a user's entry builds its model (and may draw its data) here
     data = workload.load_data()
     if spec.batch_size > len(data.train):  # `samples` only caps real data: digits has 1,437 to train on
         raise ValueError(f"batch {spec.batch_size} is larger than the training set ({len(data.train)} samples)")
+    return workload, data
+
+
+def prepare(spec: CellSpec, device: torch.device) -> Session:
+    workload, data = load_cell(spec)
     torch.manual_seed(spec.seed)  # same initial weights for every precision
     policy = make_policy(spec.precision, device.type)
     written = workload.to_device(workload.build_model(data.train), device)

@@ -5,22 +5,21 @@ from __future__ import annotations
 
 import torch
 
+from amp_suite.cell.pipeline import load_cell
 from amp_suite.cell.precision import make_policy
 from amp_suite.config import CellSpec
+from amp_suite.data import TensorData
 from amp_suite.instruments.diagnostics.op_profile import OpCost, profile_step
-from amp_suite.workloads import build_workload
 
 
 def profile_cell(spec: CellSpec) -> list[OpCost]:
     """The op profile of the cell's workload, precision and batch, eager (the model and its step on
     fake tensors: no arithmetic, seconds even for a ResNet-50 at batch 256 in fp16)."""
-    workload = build_workload(spec.workload, spec.channels_last)
-    torch.manual_seed(spec.seed)
-    data = workload.load_data()
-    if spec.batch_size > len(data.train):
-        raise ValueError(f"batch {spec.batch_size} is larger than the training set ({len(data.train)} samples)")
+    workload, data = load_cell(spec)
     cpu = torch.device("cpu")
-    train = data.to(cpu, workload.memory_format).train
+    train = data.train
+    batch = TensorData(train.inputs[: spec.batch_size], train.targets[: spec.batch_size])
+    batch = batch.to(cpu, workload.memory_format)  # one batch in the layout the cell trains in, not the whole set
     # The model stays in its own layout: moving fake parameters to channels_last is refused, and a
     # layout changes neither an op's FLOPs nor its bytes (the roofline does not model what it does
     # to kernels' speed).
@@ -29,6 +28,6 @@ def profile_cell(spec: CellSpec) -> list[OpCost]:
         workload.loss,
         lambda: make_policy(spec.precision, cpu.type),
         workload.make_optimizer,
-        train.inputs[: spec.batch_size],
-        train.targets[: spec.batch_size],
+        batch.inputs,
+        batch.targets,
     )

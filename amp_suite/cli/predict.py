@@ -95,18 +95,20 @@ def _against_published(loaded, gpus: list) -> None:
     from amp_suite.report.prediction import calibrate, estimated_speedups, mean_absolute_error
     from amp_suite.report.references import load_references, published_speedups
 
-    cells = [
+    cells = [  # one seed: the estimate is the same for every one
         spec for spec in loaded.cells("cpu", force=True)
-        if isinstance(spec.batch_size, int) and spec.ddp is None and _estimated(spec.precision)
+        if spec.seed == loaded.seed and isinstance(spec.batch_size, int) and spec.ddp is None
+        and _estimated(spec.precision)
     ]  # fmt: skip
+    configs = [
+        {**spec.workload.model_dump(mode="json"), "compile": "off", "channels_last": spec.channels_last}
+        for spec in cells
+    ]
     profiles = _Profiles()
     published = published_speedups(load_references(None))
     errors = []
     for name, gpu in gpus:
-        estimates = []
-        for spec in cells:
-            config = {**spec.workload.model_dump(mode="json"), "compile": "off", "channels_last": spec.channels_last}
-            estimates.append(profiles.estimate(spec, spec.workload.name, config, gpu))
+        estimates = [profiles.estimate(s, s.workload.name, c, gpu) for s, c in zip(cells, configs, strict=True)]
         speedups = {b: estimated_speedups(estimates, b) for b in (REFERENCE, TF32_BASELINE)}
         title = f"Estimated on {gpu.name} (a roofline of each step, profiled on this CPU)"
         _print_estimates(title, estimates, speedups)
@@ -122,7 +124,7 @@ def _against_published(loaded, gpus: list) -> None:
 def _against_measured(results: str) -> None:
     """The records' eager, single-GPU cells estimated on the GPU each ran on, beside the speedup
     over fp32 the records measured there."""
-    from amp_suite.analysis.summary import machine_key, setup_key, summarize
+    from amp_suite.analysis.summary import group_key, summarize
     from amp_suite.config.precisions import REFERENCE
     from amp_suite.hardware.peaks import gpu_spec
     from amp_suite.report.prediction import estimated_speedups, mean_absolute_error
@@ -133,22 +135,23 @@ def _against_measured(results: str) -> None:
     if not records:
         raise ConfigError(f"--results {results[:200]}: no records")
     summary = {(row.machine, row.setup, row.precision): row for row in summarize(records)}
-    chosen = {}  # (machine, setup, precision) -> a record of that cell (its first seed)
+    chosen = {}  # (machine, setup, precision) -> a record of that cell (its first seed), and the cell it measured
     for record in records:
         if record.status == "ok" and record.device == "cuda" and record.compile == "off" and not record.world_size:
-            if _estimated(record.precision) and isinstance(record.batch_size, int) and _spec_of(record):
-                chosen.setdefault((machine_key(record), setup_key(record), record.precision), record)
+            measured = _estimated(record.precision) and isinstance(record.batch_size, int) and _spec_of(record)
+            if measured:
+                chosen.setdefault(group_key(record), (record, measured))
     if not chosen:
         raise ConfigError(f"--results {results[:200]}: no eager single-GPU cell finished ok on CUDA to estimate")
     profiles, rows, unknown = _Profiles(), [], set()
-    for device_name in sorted({r.device_name or "" for r in chosen.values()}):
+    for device_name in sorted({r.device_name or "" for r, _ in chosen.values()}):
         gpu = gpu_spec(device_name)
         if gpu is None:
             unknown.add(device_name or "an unnamed GPU")
             continue
         estimates, found = [], []
         for (machine, setup), cell in _cells_on(chosen, device_name).items():
-            estimated = [profiles.estimate(_spec_of(r), _label(r), {"setup": setup}, gpu) for r in cell.values()]
+            estimated = [profiles.estimate(spec, _label(r), {"setup": setup}, gpu) for r, spec in cell.values()]
             estimates += estimated
             for row in estimated_speedups(estimated, REFERENCE):  # batch_sizes auto: a mode at another batch has none
                 found.append(row and _with_measured(row, summary.get((machine, setup, row.precision))))
@@ -210,23 +213,23 @@ def _spec_of(record):
 
 
 def _cells_on(chosen: dict, device_name: str) -> dict:
-    """The chosen records of one GPU, by cell (machine, setup), then mode."""
-    from amp_suite.config.precisions import PRECISIONS
+    """The chosen (record, cell) pairs of one GPU, by cell (machine, setup), then mode."""
+    from amp_suite.config.precisions import precision_order
 
     cells: dict = {}
-    for (machine, setup, precision), record in chosen.items():
+    for (machine, setup, precision), (record, spec) in chosen.items():
         if record.device_name == device_name:
-            cells.setdefault((machine, setup), {})[precision] = record
-    order = {name: index for index, name in enumerate(PRECISIONS)}  # fp32 first, as every table has it
-    return {cell: dict(sorted(modes.items(), key=lambda mode: order[mode[0]])) for cell, modes in cells.items()}
+            cells.setdefault((machine, setup), {})[precision] = (record, spec)
+    in_order = lambda mode: precision_order(mode[0])  # noqa: E731  (fp32 first, as every table has it)
+    return {cell: dict(sorted(modes.items(), key=in_order)) for cell, modes in cells.items()}
 
 
 def _estimated(precision: str) -> bool:
-    """The modes a roofline can estimate from a CPU's profile: not fp8 (torchao's float8 kernels), not a control."""
-    from amp_suite.config.precisions import MODE_BY_NAME
+    """The modes a roofline can estimate from a CPU's profile: the article's (not fp8: its profile
+    would need torchao's conversion and fused casts; not the control)."""
+    from amp_suite.config.precisions import ARTICLE_MODES
 
-    mode = MODE_BY_NAME.get(precision)
-    return mode is not None and not mode.control and not mode.fp8_recipe
+    return precision in ARTICLE_MODES
 
 
 def _print_estimates(title: str, estimates, speedups: dict, measured: bool = False) -> None:
@@ -245,7 +248,7 @@ def _print_estimates(title: str, estimates, speedups: dict, measured: bool = Fal
         first = found[0]
         extra = [times(first.measured if first else None)] if measured else []
         error = [f"{first.error:+.0%}" if first and first.error is not None else "-"] if measured else []
-        dominant = ", ".join(f"{t.phase} {t.op}" for t in estimate.step.dominant(2))
+        dominant = ", ".join(estimate.step.dominant_names())
         table.add_row(plain(estimate.label), str(estimate.batch), estimate.precision,
                       f"{estimate.step.seconds * 1e3:.3g}", *extra, *against, *error, estimate.step.bound,
                       plain(dominant))  # fmt: skip

@@ -18,14 +18,13 @@ import yaml
 from pydantic import ValidationError
 
 from amp_suite.config import ConfigError, Matrix, describe_validation_error
-from amp_suite.config.precisions import MODES
+from amp_suite.config.precisions import ARTICLE_MODES
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME, CustomConfig, HfConfig, TimmConfig, TorchvisionConfig
 from amp_suite.paths import cache_folder, shown
 
-# --model's matrix: every mode the article compares (all but the negative control, and fp8, which is
-# beyond the article), one seed, short enough to answer in minutes.
-ARTICLE_MODES = [mode.name for mode in MODES if not mode.control and not mode.fp8_recipe]
-MODEL_MATRIX = {"seed": 0, "repeats": 1, "warmup_steps": 10, "steps": 120, "precisions": ARTICLE_MODES}
+# --model's matrix: every mode the article compares (config.precisions.ARTICLE_MODES), one seed,
+# short enough to answer in minutes.
+MODEL_MATRIX = {"seed": 0, "repeats": 1, "warmup_steps": 10, "steps": 120, "precisions": list(ARTICLE_MODES)}
 # The workload a --model entry is: the user's own.
 ENTRY_WORKLOAD = next(name for name, config in WORKLOAD_CONFIG_BY_NAME.items() if config is CustomConfig)
 MODEL_BATCH_SIZE = 32

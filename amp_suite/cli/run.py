@@ -26,9 +26,9 @@ from amp_suite.cli.common import (
     say,
     split_names,
 )
-from amp_suite.cli.preflight import ARTICLE_MODES, MODEL_BATCH_SIZE, MODEL_MATRIX, check_workloads, model_matrix
+from amp_suite.cli.preflight import MODEL_BATCH_SIZE, MODEL_MATRIX, check_workloads, model_matrix
 from amp_suite.config import ConfigError, Matrix, load_matrix, read_matrix_text
-from amp_suite.config.precisions import REFERENCE
+from amp_suite.config.precisions import ARTICLE_MODES, REFERENCE
 from amp_suite.execution.executors import Executor, OnThisBox
 from amp_suite.execution.scheduler import GpuSelection
 from amp_suite.records.rundir import RunDirectory

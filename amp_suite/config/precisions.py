@@ -47,6 +47,8 @@ BF16_BASELINE = next(mode.name for mode in MODES if mode.speed_baseline and mode
 # What the article's claims judge: autocast to fp16 or bf16 (fp8 is beyond the article).
 AMP_MODES = tuple(mode.name for mode in MODES if mode.autocast and not mode.control and not mode.fp8_recipe)
 FP8_MODES = tuple(mode.name for mode in MODES if mode.fp8_recipe)
+# The modes the article compares: all but the negative control, and fp8, which is beyond it.
+ARTICLE_MODES = tuple(mode.name for mode in MODES if not mode.control and not mode.fp8_recipe)
 UNSCALED_AMP_MODES = tuple(name for name in AMP_MODES if not MODE_BY_NAME[name].loss_scaling)
 CONTROLS = tuple(mode.name for mode in MODES if mode.control)
 # The peak table's column an op runs at, by the dtype it ran in (an op profile's); float32 runs at its

@@ -34,14 +34,15 @@ def _data() -> dict:
 
 
 @functools.cache
-def _table() -> tuple[tuple[str, dict[str, float | None]], ...]:
-    return tuple((entry["match"].casefold(), entry["peak_tflops"]) for entry in _data()["gpus"])
+def _table() -> tuple[tuple[str, dict], ...]:
+    """Each entry by its match string, casefolded once."""
+    return tuple((entry["match"].casefold(), entry) for entry in _data()["gpus"])
 
 
 def _entry(device_name: str) -> dict | None:
     """The first entry whose `match` the name contains (more specific entries come first)."""
     name = device_name.casefold()
-    return next((entry for entry in _data()["gpus"] if entry["match"].casefold() in name), None)
+    return next((entry for match, entry in _table() if match in name), None)
 
 
 def peak_tflops(device_name: str, precision: str) -> float | None:

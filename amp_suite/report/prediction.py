@@ -97,7 +97,7 @@ def estimated_speedups(cells: Sequence[CellEstimate], baseline: str) -> list[Est
         found.append(Estimated(
             gpu=cell.step.gpu, workload=cell.label, batch=cell.batch, precision=cell.precision, baseline=baseline,
             estimated=speedup(cell.step, reference.step), step_ms=cell.step.seconds * 1e3, bound=cell.step.bound,
-            dominant=[f"{t.phase} {t.op}" for t in cell.step.dominant(2)],
+            dominant=cell.step.dominant_names(),
         ))  # fmt: skip
     return found
 

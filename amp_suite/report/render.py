@@ -18,9 +18,17 @@ from typing import get_args
 from markupsafe import Markup, escape
 
 from amp_suite.analysis.answer import WORTHWHILE_GAIN, Accuracy, Answer
-from amp_suite.analysis.quantities import FAIL, ParityVerdict
+from amp_suite.analysis.quantities import ParityVerdict
 from amp_suite.analysis.summary import SummaryRow
-from amp_suite.analysis.words import p_value_words, parity_words, ratio_words, target_words, times, verdict_words
+from amp_suite.analysis.words import (
+    at_risk,
+    p_value_words,
+    parity_words,
+    ratio_words,
+    target_words,
+    times,
+    verdict_words,
+)
 from amp_suite.config import NOISY_SPREAD, Status
 from amp_suite.config.precisions import (
     REFERENCE,
@@ -177,13 +185,13 @@ def _accuracy_cell(row: SummaryRow, reference: bool) -> str:
     return f"{row.val_metric:.4g}" + ("" if reference else f", {_parity_word(row)}")
 
 
-def _parity_word(row: SummaryRow | None) -> str:
-    if row is None or row.parity is None:
+def _parity_word(row: SummaryRow) -> str:
+    if row.parity is None:
         return "-"
     p = row.parity
     if p.p_value is not None:
         return f"{p.verdict} ({p_value_words(p.p_value)})"
-    return f"at risk: {p.verdict}" if p.beyond_tolerance and p.verdict != FAIL else p.verdict
+    return f"at risk: {p.verdict}" if at_risk(p) else p.verdict
 
 
 def _cells(report: Report, labels: dict[str, str]) -> list[Section]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -138,10 +138,6 @@ def profile_step(
     with profiler:
         step()
     return profiler.profile()
-
-
-def as_dicts(costs: list[OpCost]) -> list[dict[str, Any]]:
-    return [asdict(cost) for cost in costs]
 
 
 def _is_view(packet: torch._ops.OpOverloadPacket) -> bool:

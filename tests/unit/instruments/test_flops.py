@@ -109,7 +109,8 @@ def test_no_entry_is_shadowed_by_an_earlier_match():
     from amp_suite.hardware.peaks import _table
 
     table = _table()
-    for index, (match, peaks) in enumerate(table):
+    for index, (match, entry) in enumerate(table):
+        peaks = entry["peak_tflops"]
         first = next(i for i, (other, _) in enumerate(table) if other in match)
         assert first == index, f"{match!r} is claimed by the earlier entry {table[first][0]!r}"
         for mode in ("fp32", "tf32", "fp16", "bf16"):
