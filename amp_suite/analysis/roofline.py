@@ -9,7 +9,8 @@ ops take the time, and whether the step is compute-, memory- or launch-bound.
 
 What it leaves out, and so where it errs: kernels that overlap the host's launches of the next
 ones (the step is the sum), caches (every byte comes from memory), kernels below their peak (every
-matmul runs at the datasheet's rate), and fusion (each op is its own kernel, as in eager PyTorch).
+matmul runs at the datasheet's rate), and any fusion beyond its costs' (instruments.diagnostics.op_costs:
+each op its own kernel in eager PyTorch; compiled, Inductor's fusion as a rule of thumb).
 """
 
 from __future__ import annotations

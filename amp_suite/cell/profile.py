@@ -9,12 +9,13 @@ from amp_suite.cell.pipeline import load_cell
 from amp_suite.cell.precision import make_policy
 from amp_suite.config import CellSpec
 from amp_suite.data import TensorData
-from amp_suite.instruments.diagnostics.op_profile import OpCost, profile_step
+from amp_suite.instruments.diagnostics.op_costs import StepProfile
+from amp_suite.instruments.diagnostics.op_profile import profile_step
 
 
-def profile_cell(spec: CellSpec) -> list[OpCost]:
-    """The op profile of the cell's workload, precision and batch, eager (the model and its step on
-    fake tensors: no arithmetic, seconds even for a ResNet-50 at batch 256 in fp16)."""
+def profile_cell(spec: CellSpec) -> StepProfile:
+    """The op profile of the cell's workload, precision and batch (the model and its step on fake
+    tensors: no arithmetic, seconds even for a ResNet-50 at batch 256 in fp16)."""
     workload, data = load_cell(spec)
     cpu = torch.device("cpu")
     train = data.train

@@ -31,7 +31,7 @@ def predict(
         Optional[str],
         typer.Option(
             parser=source,
-            help="A run folder or results.jsonl: estimate its eager cells on the GPU they ran on, beside the "
+            help="A run folder or results.jsonl: estimate its cells on the GPU they ran on, beside the "
             "speedups they measured (and write prediction.json in a run folder, for its report).",
             show_default=False,
         ),
@@ -75,9 +75,10 @@ class _Profiles:
     def estimate(self, spec, label: str, config: dict, gpu):
         from amp_suite.analysis.roofline import CellEstimate, estimate_step
 
-        return CellEstimate(label, config, spec.batch_size, estimate_step(self.of(spec), gpu, spec.precision))
+        costs = self.of(spec).costs(compiled=spec.compile != "off")
+        return CellEstimate(label, config, spec.batch_size, estimate_step(costs, gpu, spec.precision))
 
-    def of(self, spec) -> list:
+    def of(self, spec):
         from amp_suite.cell.profile import profile_cell
         from amp_suite.config.precisions import MODE_BY_NAME, REFERENCE
 
@@ -91,17 +92,17 @@ class _Profiles:
 
 
 def _against_published(loaded, gpus: list) -> None:
-    from amp_suite.config.precisions import REFERENCE, TF32_BASELINE
+    from amp_suite.config.precisions import BF16_BASELINE, FP8_MODES, REFERENCE, TF32_BASELINE
     from amp_suite.report.prediction import calibrate, estimated_speedups, mean_absolute_error
     from amp_suite.report.references import load_references, published_speedups
 
     cells = [  # one seed: the estimate is the same for every one
         spec for spec in loaded.cells("cpu", force=True)
         if spec.seed == loaded.seed and isinstance(spec.batch_size, int) and spec.ddp is None
-        and _estimated(spec.precision)
+        and _estimated(spec.precision, spec.compile)
     ]  # fmt: skip
     configs = [
-        {**spec.workload.model_dump(mode="json"), "compile": "off", "channels_last": spec.channels_last}
+        {**spec.workload.model_dump(mode="json"), "compile": spec.compile, "channels_last": spec.channels_last}
         for spec in cells
     ]
     profiles = _Profiles()
@@ -109,7 +110,9 @@ def _against_published(loaded, gpus: list) -> None:
     errors = []
     for name, gpu in gpus:
         estimates = [profiles.estimate(s, s.workload.name, c, gpu) for s, c in zip(cells, configs, strict=True)]
-        speedups = {b: estimated_speedups(estimates, b) for b in (REFERENCE, TF32_BASELINE)}
+        fp8 = any(spec.precision in FP8_MODES for spec in cells)  # then also beside what it would replace
+        baselines = (REFERENCE, TF32_BASELINE, *([BF16_BASELINE] if fp8 else []))
+        speedups = {b: estimated_speedups(estimates, b) for b in baselines}
         title = f"Estimated on {gpu.name} (a roofline of each step, profiled on this CPU)"
         _print_estimates(title, estimates, speedups)
         calibrations = calibrate(estimates, published, name)
@@ -119,11 +122,45 @@ def _against_published(loaded, gpus: list) -> None:
     if error is not None:
         measured = sum(c.error is not None for c in errors)
         say(f"error on {measured} published speedup(s): mean |estimated / published - 1| = {error:.0%}")
+    _against_float8_benchmark(gpus)
+
+
+def _against_float8_benchmark(gpus: list) -> None:
+    """torchao's published float8 single-linear speedups on the GPUs asked for, beside the estimate
+    of the same program (amp_suite.cell.float8_benchmark), compiled, on the publisher's GPU."""
+    from dataclasses import replace
+
+    from amp_suite.analysis.roofline import estimate_step, speedup
+    from amp_suite.cell.float8_benchmark import BENCHMARK, BF16, FP8, profile_benchmark
+    from amp_suite.hardware.peaks import gpu_spec
+    from amp_suite.report.prediction import Calibration, mean_absolute_error
+    from amp_suite.report.references import PublishedSpeedup, load_references
+
+    asked = {gpu.name for _, gpu in gpus}
+    rows = []
+    for reference in (r for r in load_references(None) if r.config.get("benchmark") == BENCHMARK):
+        gpu = gpu_spec(reference.gpu)
+        if gpu is None or gpu.name not in asked:
+            continue
+        # Its time is the GPU's kernels' alone, so no launch cost; on the publisher's GPU's memory.
+        gpu = replace(gpu, launch_us=0.0, memory_gbps=reference.gpu_memory_gbps or gpu.memory_gbps)
+        shape = tuple(reference.config[size] for size in ("M", "K", "N"))
+        say(f"profiling torchao's float8 benchmark at M, K, N = {', '.join(map(str, shape))} in {BF16} and {FP8}")
+        steps = {mode: estimate_step(profile_benchmark(*shape, mode).costs(compiled=True), gpu, mode)
+                 for mode in (BF16, FP8)}  # fmt: skip
+        published = PublishedSpeedup((reference.id,), reference.gpu, reference.model, FP8, BF16,
+                                     reference.config, reference.config, reference.value)  # fmt: skip
+        rows.append((shape, gpu, steps, Calibration(published, speedup(steps[FP8], steps[BF16]))))
+    if not rows:
+        return
+    _print_float8_benchmark(rows)
+    error = mean_absolute_error([calibration for *_, calibration in rows])
+    say(f"error on {len(rows)} torchao float8 speedup(s): mean |estimated / published - 1| = {error:.0%}")
 
 
 def _against_measured(results: str) -> None:
-    """The records' eager, single-GPU cells estimated on the GPU each ran on, beside the speedup
-    over fp32 the records measured there."""
+    """The records' single-GPU cells (eager, or compiled in the default mode) estimated on the GPU
+    each ran on, beside the speedup over fp32 the records measured there."""
     from amp_suite.analysis.summary import group_key, summarize
     from amp_suite.config.precisions import REFERENCE
     from amp_suite.hardware.peaks import gpu_spec
@@ -137,12 +174,14 @@ def _against_measured(results: str) -> None:
     summary = {(row.machine, row.setup, row.precision): row for row in summarize(records)}
     chosen = {}  # (machine, setup, precision) -> a record of that cell (its first seed), and the cell it measured
     for record in records:
-        if record.status == "ok" and record.device == "cuda" and record.compile == "off" and not record.world_size:
-            measured = _estimated(record.precision) and isinstance(record.batch_size, int) and _spec_of(record)
+        if record.status == "ok" and record.device == "cuda" and not record.world_size:
+            estimable = _estimated(record.precision, record.compile) and isinstance(record.batch_size, int)
+            measured = estimable and _spec_of(record)
             if measured:
                 chosen.setdefault(group_key(record), (record, measured))
     if not chosen:
-        raise ConfigError(f"--results {results[:200]}: no eager single-GPU cell finished ok on CUDA to estimate")
+        why = "no single-GPU cell finished ok on CUDA that a roofline can estimate"
+        raise ConfigError(f"--results {results[:200]}: {why}")
     profiles, rows, unknown = _Profiles(), [], set()
     for device_name in sorted({r.device_name or "" for r, _ in chosen.values()}):
         gpu = gpu_spec(device_name)
@@ -224,12 +263,13 @@ def _cells_on(chosen: dict, device_name: str) -> dict:
     return {cell: dict(sorted(modes.items(), key=in_order)) for cell, modes in cells.items()}
 
 
-def _estimated(precision: str) -> bool:
-    """The modes a roofline can estimate from a CPU's profile: the article's (not fp8: its profile
-    would need torchao's conversion and fused casts; not the control)."""
-    from amp_suite.config.precisions import ARTICLE_MODES
+def _estimated(precision: str, compile: str) -> bool:
+    """The cells a roofline can estimate from a CPU's profile: the article's modes and fp8's, eager
+    or compiled in the default mode (CUDA graphs and autotuned kernels are beyond its model of
+    launches and matmuls); not the control."""
+    from amp_suite.config.precisions import ARTICLE_MODES, FP8_MODES
 
-    return precision in ARTICLE_MODES
+    return (precision in ARTICLE_MODES or precision in FP8_MODES) and compile in ("off", "default")
 
 
 def _print_estimates(title: str, estimates, speedups: dict, measured: bool = False) -> None:
@@ -252,6 +292,23 @@ def _print_estimates(title: str, estimates, speedups: dict, measured: bool = Fal
         table.add_row(plain(estimate.label), str(estimate.batch), estimate.precision,
                       f"{estimate.step.seconds * 1e3:.3g}", *extra, *against, *error, estimate.step.bound,
                       plain(dominant))  # fmt: skip
+    console.print(table)
+
+
+def _print_float8_benchmark(rows: list) -> None:
+    from rich.table import Table
+
+    first_gpu = rows[0][1]
+    table = Table(title=f"torchao's float8 single linear on {first_gpu.name} ({first_gpu.memory_gbps:g} GB/s, as "
+                  "published): fp8-tensorwise vs bf16, compiled, GPU kernel time", title_justify="left")  # fmt: skip
+    texts = ("M, K, N", "fp8 bound", "fp8's dominant ops")
+    for header in (*texts[:1], "published", "estimated", "error", "bf16 µs", "fp8 µs", *texts[1:]):
+        table.add_column(header, justify="left" if header in texts else "right")
+    for shape, _, steps, c in rows:
+        bf16, fp8 = steps.values()
+        table.add_row(", ".join(map(str, shape)), f"{c.published.value:.2f}x", f"{c.estimated:.2f}x", f"{c.error:+.0%}",
+                      f"{bf16.seconds * 1e6:.4g}", f"{fp8.seconds * 1e6:.4g}", fp8.bound,
+                      plain(", ".join(fp8.dominant_names())))  # fmt: skip
     console.print(table)
 
 

@@ -47,6 +47,9 @@ class Reference(BaseModel):
     source: Source
     gpu: str = Field(description="GPU model as torch names it, without 'NVIDIA '/'Tesla ' (A100-SXM4-80GB)")
     gpus: int = 1
+    gpu_memory_gbps: float | None = Field(
+        None, gt=0, description="where the publisher's GPU is a variant of the datasheet's: its memory bandwidth"
+    )
     community: bool = Field(False, description="one run posted by a community member, not a vendor's table")
     model: str
     config: dict[str, Any] = Field(description="the measured configuration in the suite's terms (plus batch_size)")

@@ -67,8 +67,62 @@ def test_a_prediction_file_that_cannot_be_read_is_left_out_of_the_report_and_sai
 def test_predict_refuses_results_with_no_gpu_cell_and_results_beside_gpu_in_one_line(tmp_path):
     smoke = h200_run(tmp_path, CPU_RECORDS, "smoke")  # nothing ran on a GPU to hold an estimate against
     cpu = amp_suite("predict", "--results", str(smoke), cwd=tmp_path)
-    assert cpu.returncode == 2 and "no eager single-GPU cell finished ok on CUDA" in cpu.stderr, cpu.stderr
+    assert cpu.returncode == 2 and "no single-GPU cell finished ok on CUDA" in cpu.stderr, cpu.stderr
     assert len(cpu.stderr.strip().splitlines()) == 1
     both = amp_suite("predict", "--results", str(h200_run(tmp_path)), "--gpu", "H100 SXM", cwd=tmp_path)
     assert both.returncode == 2 and "leave out --gpu and --matrix" in both.stderr, both.stderr
     assert not (smoke / "prediction.json").exists()
+
+
+def test_predict_sets_torchaos_float8_speedups_beside_the_estimate_and_estimates_a_compiled_fp8_cell(tmp_path):
+    """On an H100: torchao's published single-linear speedups (0.80x small, 1.39x large) beside the
+    estimate of the same compiled program, each error the two columns' ratio; and a matrix's
+    compiled fp8 cell, estimated against the bf16 it would replace."""
+    import yaml
+    from conftest import tiny_matrix
+
+    matrix = tmp_path / "fp8.yaml"
+    workload = {"workload": "mlp", "in_features": 256, "hidden": 256, "depth": 2, "num_classes": 16,
+                "batch_sizes": [256], "samples": 512}  # fmt: skip
+    matrix.write_text(yaml.safe_dump(tiny_matrix(precisions=["bf16", "fp8-tensorwise"], compile=["default"],
+                                                 workloads=[workload])))  # fmt: skip
+    h100 = ("--gpu", "H100 80GB HBM3")
+    done = amp_suite("predict", "--matrix", str(matrix), *h100, cwd=tmp_path, env={"COLUMNS": "220"})
+    assert done.returncode == 0, done.stderr
+    cells = [[c.strip() for c in line.split("│")] for line in done.stdout.splitlines() if line.count("│") > 6]
+    mlp = {row[3]: row for row in cells if row[1] == "mlp"}
+    assert set(mlp) == {"bf16", "fp8-tensorwise"}, done.stdout
+    assert mlp["fp8-tensorwise"][7].endswith("x") and mlp["bf16"][7] == "-"  # vs bf16, the mode fp8 would replace
+    float8 = {row[1]: row for row in cells if row[1] in ("1024, 2048, 1024", "4096, 8192, 16384")}
+    assert [float8[shape][2] for shape in float8] == ["0.80x", "1.39x"], done.stdout
+    errors = []
+    for row in float8.values():
+        published, estimated = (float(v.removesuffix("x")) for v in row[2:4])
+        error = int(row[4].removesuffix("%")) / 100
+        assert abs(error - (estimated / published - 1)) <= 0.01, row  # the two columns' ratio, as they round
+        errors.append(abs(error))
+    said = r"error on 2 torchao float8 speedup\(s\): mean \|estimated / published - 1\| = (\d+)%"
+    mean = re.search(said, done.stdout)
+    assert mean and abs(int(mean[1]) / 100 - sum(errors) / 2) <= 0.01, done.stdout
+    assert "2400 GB/s, as published" in " ".join(done.stdout.split())  # the publisher's H100, not the datasheet's
+
+
+def test_the_error_figures_the_readme_and_docs_state_are_the_commands_own(tmp_path):
+    """README.md and docs/reports.md copy the mean errors from `amp-suite predict`'s output: on
+    NVIDIA's ResNet-50 speedups (A100, V100) and torchao's float8 ones (H100), rerun here. (The
+    BERT-large figure takes its matrix's 90 s of profiling and is not rerun.)"""
+    gpus = ("--gpu", "A100-SXM4-80GB", "--gpu", "V100-SXM2", "--gpu", "H100 80GB HBM3")
+    done = amp_suite("predict", *gpus, cwd=tmp_path, env={"COLUMNS": "220"})
+    assert done.returncode == 0, done.stderr
+    said = {
+        kind: re.search(rf"error on {count} {kind} speedup\(s\): mean \|estimated / published - 1\| = (\d+%)",
+                        done.stdout)[1]
+        for kind, count in (("published", 3), ("torchao float8", 2))
+    }  # fmt: skip
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert f"mean error {said['published']} on NVIDIA's three ResNet-50 AMP speedups" in readme, said
+    assert f"{said['torchao float8']} on torchao's two float8 single-linear speedups" in readme, said
+    docs = " ".join((REPO / "docs" / "reports.md").read_text().split())
+    assert f"= {said['published']}` (nvidia-resnet50)" in docs, said
+    float8 = said["torchao float8"]
+    assert f"`error on 2 torchao float8 speedup(s): mean |estimated / published - 1| = {float8}`" in docs, said

@@ -1,46 +1,54 @@
-"""What one training step asks of a device, op by op: its FLOPs, the bytes it moves and its kernels.
+"""What one training step asks of a device, op by op: its FLOPs, the tensors it reads and writes,
+and its kernels.
 
-The input of a roofline estimate for GPUs the suite has not run on: an op takes at least its FLOPs
-over the device's peak for its math, at least its bytes over the memory bandwidth, and a launch per
-kernel. The profile is measured once, on any device (the CPU included), under the mode's own
-forward context, so each op's bytes are those of the dtypes that mode casts it to (a Linear's
-matmul under bf16 autocast reads and writes half the bytes of fp32's).
+The input of a roofline estimate for GPUs the suite has not run on (op_costs turns the calls into
+costs, eager or compiled; amp_suite.analysis.roofline times them). The
+profile is measured once, on any device (the CPU included), under the mode's own forward context
+and with its own layers (fp8's Float8Linear), so each op's bytes are those of the dtypes that mode
+casts it to (a Linear's matmul under bf16 autocast reads and writes half the bytes of fp32's).
 
-Per op and phase (forward, the loss included; backward; optimizer):
+Per op call, in its phase (forward, the loss included; backward; optimizer):
     flops    FlopCounterMode's count (matmuls, convolutions, attention): the same FLOPs as the
              record's flops_per_step, which the per-op figures add up to
-    bytes    the tensors it reads and the ones it writes, each numel x element size (an in-place op
-             reads and writes its tensor; a view moves nothing)
-    kernels  the launches a CUDA device would make: none for a view, an alias or an empty
+    reads,   the tensors it reads and writes, each numel x element size, and which value of which
+    writes   tensor each is, so that a compiled costing can tell what stays in registers (an
+             in-place op reads and writes its tensor; a view and an allocation move nothing)
+    kernels  the launches an eager CUDA device would make: none for a view, an alias or an empty
              allocation; one for any other op; one per FOREACH_TENSORS_PER_LAUNCH tensors of a
              `_foreach_*` op (the optimizer's multi-tensor kernels)
-    dtype    the dtype it ran in: its first floating-point output's
+    dtype    the dtype it ran in: its first floating-point output's (a float8 matmul's: float8)
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from amp_suite.instruments.diagnostics import PrecisionStep
 from amp_suite.instruments.diagnostics.flops import CORRECTED_RULES
+from amp_suite.instruments.diagnostics.op_costs import OpCall, StepProfile, TensorUse
 
 
 class TrainingStep(PrecisionStep, Protocol):
     """A precision policy's whole step, the optimizer's part included: fp16's GradScaler unscales
-    the gradients and steps (and skips) through the optimizer, kernels a step pays for."""
+    the gradients and steps (and skips) through the optimizer, kernels a step pays for; fp8's
+    swaps layers before any of it."""
 
+    def convert_module(self, model: nn.Module) -> nn.Module: ...
     def bind(self, optimizer: torch.optim.Optimizer) -> None: ...
     def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None: ...
     def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None: ...
+
 
 PHASES = ("forward", "backward", "optimizer")
 # PyTorch's multi_tensor_apply packs a list of tensors into launches of a few dozen to ~110 tensors
@@ -53,46 +61,69 @@ NO_KERNEL = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new
                        "_record_function_enter", "_record_function_enter_new", "_record_function_exit"})  # fmt: skip
 
 
-@dataclass(frozen=True)
-class OpCost:
-    """One op's total over a step, in one phase and dtype."""
-
-    phase: str
-    op: str
-    dtype: str
-    calls: int
-    flops: int
-    bytes: int
-    kernels: int
-
-
 class OpProfiler(FlopCounterMode):
-    """FlopCounterMode that also records, for every op it runs, the bytes and kernels beside the FLOPs.
-    Every op that executes reaches `_count_flops` once (the counter decomposes those it has no rule
-    for first), so the per-op FLOPs add up to the counter's total."""
+    """FlopCounterMode that also records every op it runs, with the tensors it reads and writes
+    and the kernels it launches. Every op that executes reaches `_count_flops` once (the counter
+    decomposes those it has no rule for first), so the per-op FLOPs add up to the counter's total.
+
+    A tensor subclass (torchao's Float8TrainingTensor) is counted as the tensors it holds: a
+    float8 matmul's operands are one byte an element, whatever dtype the subclass shows."""
 
     def __init__(self) -> None:
         super().__init__(display=False, custom_mapping=CORRECTED_RULES)
         self.phase = PHASES[0]
-        self.costs: dict[tuple[str, str, str], list[int]] = {}  # (phase, op, dtype) -> [calls, flops, bytes, kernels]
+        self.calls: list[OpCall] = []
+        self._storages: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> its storage's id (a view: its base's)
+        self._values: dict[int, int] = {}  # storage -> the value it holds now
+        self._ids = itertools.count()
 
     def _count_flops(self, func_packet, out, args, kwargs):
         before = self.get_total_flops()
         result = super()._count_flops(func_packet, out, args, kwargs)
         name = func_packet.__name__
+        inputs, outputs = _stored((args, kwargs)), _stored(out)
         # A view moves nothing, and nor does an op that answers a question about its input
-        # (prim.device, sizes) rather than writing a tensor; an in-place op (`add_`) writes its input.
-        view = _is_view(func_packet) or (not _tensors(out) and not name.endswith("_"))
-        moved = 0 if view else _bytes((args, kwargs)) + _bytes(out)  # read, then written (in place: both)
-        totals = self.costs.setdefault((self.phase, name, _ran_in(out, args)), [0, 0, 0, 0])
-        totals[0] += 1
-        totals[1] += self.get_total_flops() - before
-        totals[2] += moved
-        totals[3] += 0 if view or name in NO_KERNEL else _launches(name, args)
+        # (prim.device, sizes) rather than writing a tensor, nor an allocation.
+        moves = not _is_view(func_packet) and name not in NO_KERNEL and (bool(outputs) or name.endswith("_"))
+        if moves:
+            reads = tuple(self._read(t) for t in inputs)
+            # an in-place op writes its first argument (a `_foreach_*_` returns nothing)
+            changed = outputs or (_stored(args[0]) if name.endswith("_") and args else [])
+            writes = tuple(self._write(t) for t in changed)
+        else:
+            reads = writes = ()
+            self._alias(outputs, inputs)
+        self.calls.append(OpCall(
+            self.phase, name, _ran_in(out, args, inputs, flops=self.get_total_flops() > before),
+            self.get_total_flops() - before, reads, writes, _launches(name, args) if moves else 0,
+            reduces=moves and _reduces(out, (args, kwargs)), arguments=_arguments((args, kwargs)),
+        ))  # fmt: skip
         return result
 
-    def profile(self) -> list[OpCost]:
-        return [OpCost(phase, op, dtype, *totals) for (phase, op, dtype), totals in self.costs.items()]
+    def profile(self) -> StepProfile:
+        return StepProfile(tuple(self.calls))
+
+    def _storage(self, tensor: torch.Tensor) -> int:
+        if tensor not in self._storages:
+            self._storages[tensor] = next(self._ids)
+        return self._storages[tensor]
+
+    def _read(self, tensor: torch.Tensor) -> TensorUse:
+        storage = self._storage(tensor)
+        if storage not in self._values:
+            self._values[storage] = next(self._ids)
+        return TensorUse(self._values[storage], _size(tensor))
+
+    def _write(self, tensor: torch.Tensor) -> TensorUse:
+        self._values[self._storage(tensor)] = value = next(self._ids)
+        return TensorUse(value, _size(tensor))
+
+    def _alias(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor]) -> None:
+        """A view's outputs hold its inputs' storage, one for one where it views each (a float8
+        tensor's data and scale), else the first's; an allocation's hold new ones."""
+        bases = inputs if len(inputs) == len(outputs) else inputs[:1] * len(outputs)
+        for tensor, base in zip(outputs, bases, strict=False):  # an allocation: no bases, new storages
+            self._storages[tensor] = self._storage(base)
 
 
 def profile_step(
@@ -102,8 +133,8 @@ def profile_step(
     make_optimizer: Callable[[nn.Module], torch.optim.Optimizer],
     inputs: torch.Tensor,
     targets: torch.Tensor,
-) -> list[OpCost]:
-    """One training step under a fresh policy, each op's cost by phase.
+) -> StepProfile:
+    """One training step under a fresh policy, its ops by phase.
 
     The forward (with the loss) and the backward run on fake tensors (torch's FakeTensorMode: every
     op's shapes and dtypes, no arithmetic), on a model built there: a ResNet-50 at batch 256 profiles
@@ -112,8 +143,8 @@ def profile_step(
     for real, on zeros of the parameters' shapes: its second step, once its state exists."""
     profiler = OpProfiler()
     with FakeTensorMode(allow_non_fake_inputs=True):
-        model = build_model()
         policy = make_policy()
+        model = policy.convert_module(build_model())  # fp8's Float8Linear layers, on fake tensors too
         policy.bind(make_optimizer(model))
         with profiler:
             with policy.forward_context():
@@ -150,10 +181,33 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
-def _bytes(tree: Any) -> int:
-    """The bytes of each distinct tensor in `tree` (a tensor passed twice is read once)."""
-    tensors = {id(t): t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)}
-    return sum(t.numel() * t.element_size() for t in tensors.values())
+def _stored(tree: Any) -> list[torch.Tensor]:
+    """The distinct tensors in `tree` that hold memory: a wrapper subclass's inner tensors in its place."""
+    found: dict[int, torch.Tensor] = {}
+    pending = _tensors(tree)
+    while pending:
+        tensor = pending.pop(0)
+        if is_traceable_wrapper_subclass(tensor):
+            names, _ = tensor.__tensor_flatten__()
+            pending[:0] = [getattr(tensor, name) for name in names]
+        else:
+            found.setdefault(id(tensor), tensor)
+    return list(found.values())
+
+
+def _arguments(tree: Any) -> str:
+    """The arguments that are not tensors (a clamp's bounds, a cast's dtype), as text."""
+    return repr([leaf for leaf in tree_leaves(tree) if not isinstance(leaf, torch.Tensor)])
+
+
+def _size(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def _reduces(out: Any, inputs: Any) -> bool:
+    """An output with fewer elements than the largest input (an amax, a sum, a norm's statistics)."""
+    outputs, read = _tensors(out), _tensors(inputs)
+    return bool(outputs and read) and min(t.numel() for t in outputs) < max(t.numel() for t in read)
 
 
 def _launches(name: str, args: tuple) -> int:
@@ -163,11 +217,20 @@ def _launches(name: str, args: tuple) -> int:
     return math.ceil(listed / FOREACH_TENSORS_PER_LAUNCH)
 
 
-def _ran_in(out: Any, args: tuple) -> str:
+def _ran_in(out: Any, args: tuple, stored_inputs: list[torch.Tensor], flops: bool) -> str:
     """The dtype of the op's first floating-point output; an in-place op (a `_foreach_*_` returns
-    nothing) runs in its first floating-point input's."""
+    nothing) runs in its first floating-point input's. A matmul on float8 operands runs in float8,
+    whatever it writes (torchao's writes bfloat16)."""
+    if flops:
+        float8 = [t.dtype for t in stored_inputs if t.dtype.is_floating_point and t.element_size() == 1]
+        if float8:
+            return _name(float8[0])
     for tree in (out, args):
         floating = [t.dtype for t in tree_leaves(tree) if isinstance(t, torch.Tensor) and t.is_floating_point()]
         if floating:
-            return str(floating[0]).removeprefix("torch.")
+            return _name(floating[0])
     return "other"
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

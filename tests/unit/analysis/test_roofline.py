@@ -14,7 +14,8 @@ from torch import nn
 from amp_suite.analysis.roofline import estimate_step, op_time, speedup
 from amp_suite.cell.precision import make_policy
 from amp_suite.hardware.peaks import gpu_spec
-from amp_suite.instruments.diagnostics.op_profile import OpCost, profile_step
+from amp_suite.instruments.diagnostics.op_costs import OpCost
+from amp_suite.instruments.diagnostics.op_profile import profile_step
 
 H100 = gpu_spec("NVIDIA H100 80GB HBM3")
 MODES = {"fp32": "fp32", "tf32": "fp32", "bf16": "bf16"}  # each mode's profile: tf32 runs fp32's ops
@@ -30,7 +31,7 @@ def profiles(model: Callable[[], nn.Module], batch: int, features: int, classes:
     inputs, targets = torch.randn(batch, features), torch.randint(0, classes, (batch,))
     sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.1)  # noqa: E731
     return {
-        mode: profile_step(model, classifier_loss, partial(make_policy, mode, "cpu"), sgd, inputs, targets)
+        mode: profile_step(model, classifier_loss, partial(make_policy, mode, "cpu"), sgd, inputs, targets).costs()
         for mode in ("fp32", "bf16")  # tf32's ops are fp32's: the same profile, another peak
     }
 

@@ -26,7 +26,7 @@ def adamw(model: nn.Module) -> torch.optim.Optimizer:
 
 
 def profile(build: Callable[[], nn.Module], precision: str, inputs: torch.Tensor, targets: torch.Tensor):
-    return profile_step(build, classifier_loss, lambda: make_policy(precision, "cpu"), adamw, inputs, targets)
+    return profile_step(build, classifier_loss, lambda: make_policy(precision, "cpu"), adamw, inputs, targets).costs()
 
 
 def small_cnn() -> nn.Module:

@@ -144,11 +144,17 @@ def test_the_shipped_references_are_sourced_and_cover_the_issue():
     assert {"dle-resnet50-a100-80gb-tf32-throughput", "dle-resnet50-a100-80gb-amp-throughput",
             "dle-resnet50-v100-16gb-fp32-throughput", "dle-resnet50-v100-16gb-amp-throughput"} <= ids  # fmt: skip
     assert any(r.metric == "top1_accuracy" and r.needs for r in shipped)
-    # Every figure names a workload the suite has (the Transformer-XL entries named none and never matched).
-    assert {r.config["workload"] for r in shipped} == {"resnet", "bert", "t5"}
+    # Every figure names a workload the suite has (the Transformer-XL entries named none and never
+    # matched), or the microbenchmark `amp-suite predict` estimates (torchao's float8 linear).
+    assert {r.config.get("workload") or r.config["benchmark"] for r in shipped} == {
+        "resnet", "bert", "t5", "torchao-float8-linear"
+    }  # fmt: skip
     assert {"dle-bert-large-a100-80gb-seq128-amp-throughput", "hf15026-t5-base-a100-40gb-bf16-throughput"} <= ids
-    vendor = [r for r in shipped if not r.community]
+    vendor = [r for r in shipped if not r.community and "benchmark" not in r.config]
     assert all(r.source.url.startswith("https://github.com/NVIDIA/DeepLearningExamples/blob/") for r in vendor)
+    float8 = [r for r in shipped if "benchmark" in r.config]
+    assert {r.value for r in float8} == {0.80, 1.39} and all(r.needs for r in float8)  # never matched to a cell
+    assert all(r.source.url.startswith("https://github.com/pytorch/ao/blob/0cf1281a38bd") for r in float8)
     community = [r for r in shipped if r.community]
     assert community and all("huggingface/transformers/issues/15026" in r.source.url for r in community)
 
@@ -175,7 +181,7 @@ def test_each_transformer_reference_finds_its_pair_of_cells_in_the_shipped_matri
         for machine in TRANSFORMER_GPUS.values()
         for cell in cells
     ]
-    published = [r for r in load_references(None) if r.config["workload"] in ("bert", "t5")]
+    published = [r for r in load_references(None) if r.config.get("workload") in ("bert", "t5")]
     assert len(published) == 15
     report = build_report(made, published)
     by_id: dict[str, list] = {}
@@ -204,7 +210,8 @@ def test_each_transformer_reference_finds_its_pair_of_cells_in_the_shipped_matri
     every = [n for s in sections(build_report(on_cpu, load_references(None))) if s.title == "Published references"
              for n in s.notes]  # fmt: skip
     assert len(every) == 2 and "ImageNet" in every[1] and "resnet50 on" in every[0]  # 90 epochs: no matrix can
-    assert every[1].startswith("4 published figure(s) are out of a short matrix's reach (resnet50: a full 90-epoch")
+    assert every[1].startswith("6 published figure(s) are out of a short matrix's reach (resnet50: a full 90-epoch")
+    assert "torchao float8 single linear (LNLinearSigmoid): a microbenchmark" in every[1]  # predict estimates it
 
 
 # -- the article's claims --------------------------------------------------------------------
