@@ -109,7 +109,8 @@ def _against_published(loaded, gpus: list) -> None:
     published = published_speedups(load_references(None))
     errors = []
     for name, gpu in gpus:
-        estimates = [profiles.estimate(s, s.workload.name, c, gpu) for s, c in zip(cells, configs, strict=True)]
+        estimates = [profiles.estimate(s, _compiled(s.workload.name, s.compile), c, gpu)
+                     for s, c in zip(cells, configs, strict=True)]  # fmt: skip
         fp8 = any(spec.precision in FP8_MODES for spec in cells)  # then also beside what it would replace
         baselines = (REFERENCE, TF32_BASELINE, *([BF16_BASELINE] if fp8 else []))
         speedups = {b: estimated_speedups(estimates, b) for b in baselines}
@@ -235,7 +236,12 @@ def _with_measured(row, measured):
 def _label(record) -> str:
     """The workload as the records' own tables name it, with its matrix: one run folder can hold
     the same workload in several configurations, one a matrix."""
-    return f"{record.workload} ({record.matrix})" if record.matrix else record.workload
+    return _compiled(f"{record.workload} ({record.matrix})" if record.matrix else record.workload, record.compile)
+
+
+def _compiled(label: str, compile: str) -> str:
+    """A compiled cell's label says so: a matrix can hold the same workload eager and compiled."""
+    return label if compile == "off" else f"{label}, compiled"
 
 
 def _spec_of(record):
@@ -266,10 +272,13 @@ def _cells_on(chosen: dict, device_name: str) -> dict:
 def _estimated(precision: str, compile: str) -> bool:
     """The cells a roofline can estimate from a CPU's profile: the article's modes and fp8's, eager
     or compiled in the default mode (CUDA graphs and autotuned kernels are beyond its model of
-    launches and matmuls); not the control."""
+    launches and matmuls), where the mode runs so (fp8 runs compiled only); not the control."""
+    from amp_suite.cell.precision import make_policy
     from amp_suite.config.precisions import ARTICLE_MODES, FP8_MODES
 
-    return (precision in ARTICLE_MODES or precision in FP8_MODES) and compile in ("off", "default")
+    if precision not in ARTICLE_MODES + FP8_MODES or compile not in ("off", "default"):
+        return False
+    return make_policy(precision, "cpu").unsupported_compile(compile) is None
 
 
 def _print_estimates(title: str, estimates, speedups: dict, measured: bool = False) -> None:

@@ -90,7 +90,7 @@ def test_predict_sets_torchaos_float8_speedups_beside_the_estimate_and_estimates
     done = amp_suite("predict", "--matrix", str(matrix), *h100, cwd=tmp_path, env={"COLUMNS": "220"})
     assert done.returncode == 0, done.stderr
     cells = [[c.strip() for c in line.split("│")] for line in done.stdout.splitlines() if line.count("│") > 6]
-    mlp = {row[3]: row for row in cells if row[1] == "mlp"}
+    mlp = {row[3]: row for row in cells if row[1] == "mlp, compiled"}
     assert set(mlp) == {"bf16", "fp8-tensorwise"}, done.stdout
     assert mlp["fp8-tensorwise"][7].endswith("x") and mlp["bf16"][7] == "-"  # vs bf16, the mode fp8 would replace
     float8 = {row[1]: row for row in cells if row[1] in ("1024, 2048, 1024", "4096, 8192, 16384")}
