@@ -161,9 +161,9 @@ def _against_float8_benchmark(gpus: list) -> None:
 
 def _against_measured(results: str) -> None:
     """The records' single-GPU cells (eager, or compiled in the default mode) estimated on the GPU
-    each ran on, beside the speedup over fp32 the records measured there."""
+    each ran on, beside the speedup over fp32 (or bf16) the records measured there."""
     from amp_suite.analysis.summary import group_key, summarize
-    from amp_suite.config.precisions import REFERENCE
+    from amp_suite.config.precisions import BF16_BASELINE, REFERENCE
     from amp_suite.hardware.peaks import gpu_spec
     from amp_suite.report.prediction import estimated_speedups, mean_absolute_error
     from amp_suite.report.sources import check_sources, gather
@@ -189,14 +189,19 @@ def _against_measured(results: str) -> None:
         if gpu is None:
             unknown.add(device_name or "an unnamed GPU")
             continue
-        estimates, found = [], []
+        by_baseline: dict[str, tuple[list, list]] = {}  # baseline -> the cells' estimates, and their speedups
         for (machine, setup), cell in _cells_on(chosen, device_name).items():
+            # Over fp32, as every table has it; a cell without fp32 (fp8 against the bf16 it would replace) over bf16.
+            baseline = REFERENCE if REFERENCE in cell else BF16_BASELINE
+            estimates, found = by_baseline.setdefault(baseline, ([], []))
             estimated = [profiles.estimate(spec, _label(r), {"setup": setup}, gpu) for r, spec in cell.values()]
             estimates += estimated
-            for row in estimated_speedups(estimated, REFERENCE):  # batch_sizes auto: a mode at another batch has none
+            for row in estimated_speedups(estimated, baseline):  # batch_sizes auto: a mode at another batch has none
                 found.append(row and _with_measured(row, summary.get((machine, setup, row.precision))))
-        rows += [row for row in found if row is not None]
-        _print_estimates(f"Estimated against measured on {gpu.name}", estimates, {REFERENCE: found}, measured=True)
+        for baseline, (estimates, found) in by_baseline.items():
+            rows += [row for row in found if row is not None]
+            title = f"Estimated against measured on {gpu.name}{'' if baseline == REFERENCE else f', over {baseline}'}"
+            _print_estimates(title, estimates, {baseline: found}, measured=True)
     for name in sorted(unknown):
         say(f"{name}: not estimated, the peak table has no memory bandwidth for it (references/peaks/gpu-peaks.yaml)")
     error = mean_absolute_error(rows)
@@ -225,10 +230,9 @@ def _write_prediction(run, rows: list) -> None:
 
 
 def _with_measured(row, measured):
-    """The estimate with what the records measured of the same cell (a summary row), where they did."""
-    from amp_suite.config.precisions import REFERENCE
-
-    ratio = measured.speedups.get(REFERENCE) if measured is not None else None
+    """The estimate with what the records measured of the same cell (a summary row), where they did,
+    over the same baseline."""
+    ratio = measured.speedups.get(row.baseline) if measured is not None else None
     step = measured.step_time_ms if measured is not None else None
     return row.model_copy(update={"measured": ratio.value if ratio else None, "measured_step_ms": step})
 

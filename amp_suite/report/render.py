@@ -422,8 +422,9 @@ def _estimated(report: Report) -> Section:
     intro = (
         "What a roofline of each training step, op by op, estimated for the GPU these records ran on (amp-suite"
         " predict --results), beside what they measured. Each op takes the longer of its FLOPs over the mode's"
-        " peak and its bytes over the memory bandwidth, plus a launch per kernel; what it leaves out (host"
-        " overhead beyond the launches, caches, fusion) is where it errs."
+        " peak and its bytes over the memory bandwidth, plus a launch per kernel (a compiled cell's ops fused"
+        " as Inductor fuses them); what it leaves out (host overhead beyond the launches, caches, kernels below"
+        " their peak) is where it errs."
     )
     headers = ("GPU", "workload", "batch", "mode", "step ms, measured", "step ms, estimated", "speedup", "measured",
                "estimated", "error", "bound", "dominant ops")  # fmt: skip

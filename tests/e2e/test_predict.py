@@ -126,3 +126,35 @@ def test_the_error_figures_the_readme_and_docs_state_are_the_commands_own(tmp_pa
     assert f"= {said['published']}` (nvidia-resnet50)" in docs, said
     float8 = said["torchao float8"]
     assert f"`error on 2 torchao float8 speedup(s): mean |estimated / published - 1| = {float8}`" in docs, said
+
+
+def test_a_cell_without_fp32_is_held_against_bf16_the_mode_fp8_would_replace(tmp_path):
+    """gpu-check-fp8's shape: bf16 and fp8-tensorwise, compiled, no fp32. FIXTURE records derived
+    from the H200's bf16 record of the LM (the lease kept no fp8 records): it as bf16 and as fp8 at
+    1.10x its throughput, both compiled. What is checked is the path: fp8 over bf16, measured beside
+    estimated, in the table, in prediction.json and in the report."""
+    bf16 = next(r for r in map(json.loads, H200_RECORDS.read_text().splitlines()) if r["precision"] == "bf16")
+    derived = []
+    for precision, scale in (("bf16", 1.0), ("fp8-tensorwise", 1.1)):
+        record = json.loads(json.dumps(bf16))
+        record.update(precision=precision, compile="default", throughput=bf16["throughput"] * scale,
+                      throughput_windows=[w * scale for w in bf16["throughput_windows"]],
+                      record_id=f"fixture-{precision}", cell_id=f"fixture-{precision}")  # fmt: skip
+        record["config"].update(precision=precision, compile="default")
+        derived.append(json.dumps(record))
+    records = tmp_path / "fp8.jsonl"
+    records.write_text("\n".join(derived) + "\n")
+    run = h200_run(tmp_path, records)
+    done = amp_suite("predict", "--results", str(run), cwd=tmp_path, env={"COLUMNS": "220"})
+    assert done.returncode == 0, done.stderr
+    assert "Estimated against measured on NVIDIA H200 SXM, over bf16" in done.stdout, done.stdout
+    rows = table_rows(done.stdout)
+    assert set(rows) == {"bf16", "fp8-tensorwise"} and rows["fp8-tensorwise"][5] == "1.10x", done.stdout
+    assert rows["fp8-tensorwise"][1].endswith(", compiled")
+    (written,) = json.loads((run / "prediction.json").read_text())["estimated"]
+    assert (written["precision"], written["baseline"], written["measured"]) == ("fp8-tensorwise", "bf16", 1.1)
+    report = amp_suite("report", str(run), "--format", "md", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    section = (run / "report" / "report.md").read_text().split("## Estimated against measured", 1)[1]
+    shown = section.split("\n## ", 1)[0]
+    assert "| fp8-tensorwise |" in shown and "| vs bf16 | 1.10x |" in shown, shown
