@@ -96,22 +96,26 @@ def _against_published(loaded, gpus: list) -> None:
     from amp_suite.report.prediction import calibrate, estimated_speedups, mean_absolute_error
     from amp_suite.report.references import load_references, published_speedups
 
-    cells = [  # one seed: the estimate is the same for every one
+    single = [  # one seed: the estimate is the same for every one
         spec for spec in loaded.cells("cpu", force=True)
         if spec.seed == loaded.seed and isinstance(spec.batch_size, int) and spec.ddp is None
-        and _estimated(spec.precision, spec.compile)
     ]  # fmt: skip
-    configs = [
-        {**spec.workload.model_dump(mode="json"), "compile": spec.compile, "channels_last": spec.channels_last}
-        for spec in cells
-    ]
+    left_out = {(spec.precision, spec.compile): _not_estimated(spec.precision, spec.compile) for spec in single}
+    cells = [spec for spec in single if left_out[spec.precision, spec.compile] is None]
+    _say_left_out("", {f"{mode} {'eager' if compile == 'off' else f'compiled ({compile})'}": why
+                        for (mode, compile), why in left_out.items() if why})  # fmt: skip
+    if not cells:
+        raise fail(f"matrix {loaded.name}: no cell a roofline can estimate (above: why each mode is left out)")
+    configs = [_config_of(spec) for spec in cells]
     profiles = _Profiles()
     published = published_speedups(load_references(None))
     errors = []
     for name, gpu in gpus:
-        estimates = [profiles.estimate(s, _compiled(s.workload.name, s.compile), c, gpu)
-                     for s, c in zip(cells, configs, strict=True)]  # fmt: skip
-        fp8 = any(spec.precision in FP8_MODES for spec in cells)  # then also beside what it would replace
+        runs = {spec.precision: _runs_on(spec.precision, gpu) for spec in cells}
+        _say_left_out(f"on {gpu.name}, ", {mode: why for mode, why in runs.items() if why})
+        here = [(spec, config) for spec, config in zip(cells, configs, strict=True) if runs[spec.precision] is None]
+        estimates = [profiles.estimate(s, _compiled(s.workload.name, s.compile), c, gpu) for s, c in here]
+        fp8 = any(spec.precision in FP8_MODES for spec, _ in here)  # then also beside what it would replace
         baselines = (REFERENCE, TF32_BASELINE, *([BF16_BASELINE] if fp8 else []))
         speedups = {b: estimated_speedups(estimates, b) for b in baselines}
         title = f"Estimated on {gpu.name} (a roofline of each step, profiled on this CPU)"
@@ -168,6 +172,8 @@ def _against_measured(results: str) -> None:
     from amp_suite.report.prediction import estimated_speedups, mean_absolute_error
     from amp_suite.report.sources import check_sources, gather
 
+    if not Path(results).exists():
+        raise ConfigError(f"--results {results[:200]}: no such run folder or results.jsonl")
     check_sources([results], None)
     records = gather([results], None).records
     if not records:
@@ -176,7 +182,7 @@ def _against_measured(results: str) -> None:
     chosen = {}  # (machine, setup, precision) -> a record of that cell (its first seed), and the cell it measured
     for record in records:
         if record.status == "ok" and record.device == "cuda" and not record.world_size:
-            estimable = _estimated(record.precision, record.compile) and isinstance(record.batch_size, int)
+            estimable = not _not_estimated(record.precision, record.compile) and isinstance(record.batch_size, int)
             measured = estimable and _spec_of(record)
             if measured:
                 chosen.setdefault(group_key(record), (record, measured))
@@ -273,16 +279,35 @@ def _cells_on(chosen: dict, device_name: str) -> dict:
     return {cell: dict(sorted(modes.items(), key=in_order)) for cell, modes in cells.items()}
 
 
-def _estimated(precision: str, compile: str) -> bool:
-    """The cells a roofline can estimate from a CPU's profile: the article's modes and fp8's, eager
-    or compiled in the default mode (CUDA graphs and autotuned kernels are beyond its model of
-    launches and matmuls), where the mode runs so (fp8 runs compiled only); not the control."""
+def _not_estimated(precision: str, compile: str) -> str | None:
+    """Why a roofline can't estimate a cell from a CPU's profile, or None: it estimates the
+    article's modes and fp8's, eager or compiled in the default mode, where the mode runs so (fp8
+    runs compiled only)."""
     from amp_suite.cell.precision import make_policy
     from amp_suite.config.precisions import ARTICLE_MODES, FP8_MODES
 
-    if precision not in ARTICLE_MODES + FP8_MODES or compile not in ("off", "default"):
-        return False
-    return make_policy(precision, "cpu").unsupported_compile(compile) is None
+    if precision not in ARTICLE_MODES + FP8_MODES:
+        return "a negative control, not a mode to train in"
+    if compile not in ("off", "default"):
+        return f"compile {compile}: CUDA graphs and autotuned kernels are beyond the model"
+    return make_policy(precision, "cpu").unsupported_compile(compile)
+
+
+def _runs_on(precision: str, gpu) -> str | None:
+    """Why the mode does not run on the GPU (its compute capability), as a cell there would say; or None."""
+    from amp_suite.cell.precision import make_policy
+    from amp_suite.records.machine import cuda_caps
+
+    return make_policy(precision, "cuda").unsupported_reason(cuda_caps(gpu.name, gpu.capability))
+
+
+def _say_left_out(where: str, reasons: dict[str, str]) -> None:
+    """One line per reason: the modes left out for it."""
+    by_reason: dict[str, list[str]] = {}
+    for mode, why in reasons.items():
+        by_reason.setdefault(why, []).append(mode)
+    for why, modes in by_reason.items():
+        say(f"{where}not estimated: {', '.join(modes)} ({why})")
 
 
 def _print_estimates(title: str, estimates, speedups: dict, measured: bool = False) -> None:
@@ -291,8 +316,11 @@ def _print_estimates(title: str, estimates, speedups: dict, measured: bool = Fal
 
     table = Table(title=title, title_justify="left")
     baselines = list(speedups)
-    headers = ["workload", "batch", "mode", "step ms", *(["measured"] if measured else []),
-               *(f"vs {b}" for b in baselines), *(["error"] if measured else []), "bound", "dominant ops"]  # fmt: skip
+    # Beside measurements, each figure says which it is: the step is the estimate's, as are the bound and ops.
+    over = [f"estimated vs {b}" if measured else f"vs {b}" for b in baselines]
+    headers = ["workload", "batch", "mode", "estimated step ms" if measured else "step ms",
+               *([f"measured vs {baselines[0]}"] if measured else []), *over, *(["error"] if measured else []),
+               "bound", "dominant ops"]  # fmt: skip
     for header in headers:
         table.add_column(header, justify="left" if header in ("workload", "mode", "bound", "dominant ops") else "right")
     for index, estimate in enumerate(estimates):
@@ -325,12 +353,36 @@ def _print_float8_benchmark(rows: list) -> None:
     console.print(table)
 
 
+def _config_of(spec) -> dict:
+    """A cell's configuration as published figures are matched by: its workload, compile and layout."""
+    return {**spec.workload.model_dump(mode="json"), "compile": spec.compile, "channels_last": spec.channels_last}
+
+
+def _shipped_matrices_with(figures) -> list[str]:
+    """The shipped matrices with a cell of any of the published figures' configurations and batches."""
+    from amp_suite.cli.common import EXPERIMENTS_DIR
+    from amp_suite.report.references import same_config
+
+    found = []
+    for path in sorted(EXPERIMENTS_DIR.glob("*.yaml")):
+        try:
+            cells = load_matrix(path).cells("cpu", force=True)
+        except ConfigError:  # one the suite can't load here (its own files elsewhere): not a suggestion
+            continue
+        wanted = [(figure.config, figure.config.get("batch_size")) for figure in figures]
+        if any(spec.batch_size == batch and same_config(_config_of(spec), config)
+               for spec in cells for config, batch in wanted):  # fmt: skip
+            found.append(path.stem)
+    return found
+
+
 def _print_calibrations(gpu: str, calibrations) -> None:
     lacking = [c for c in calibrations if c.estimated is None]
     if lacking:
         models = ", ".join(sorted({c.published.model for c in lacking}))
+        shipped = ", ".join(_shipped_matrices_with([c.published for c in lacking])) or "none shipped"
         say(f"{len(lacking)} published speedup(s) on {gpu} ({models}) need cells this matrix lacks"
-            " (their matrices: nvidia-resnet50, transformer-references)")  # fmt: skip
+            f" (matrices that have them: {shipped})")  # fmt: skip
     calibrations = [c for c in calibrations if c.estimated is not None]
     if not calibrations:
         return
@@ -341,6 +393,7 @@ def _print_calibrations(gpu: str, calibrations) -> None:
         table.add_column(header, justify="left" if header in ("model", "speedup") else "right")
     for c in calibrations:
         p = c.published
-        table.add_row(plain(p.model), f"{p.precision} vs {p.baseline}", f"{p.value:.2f}x", f"{c.estimated:.2f}x",
+        model = plain(f"{p.model} ({p.gpu})")  # one product's two memory sizes are two figures
+        table.add_row(model, f"{p.precision} vs {p.baseline}", f"{p.value:.2f}x", f"{c.estimated:.2f}x",
                       f"{c.error:+.0%}")  # fmt: skip
     console.print(table)

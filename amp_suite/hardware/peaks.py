@@ -19,13 +19,15 @@ PEAKS_FILE = Path(__file__).resolve().parent.parent / "references" / "peaks" / "
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """What a roofline estimate needs of a GPU: its peaks per math mode, its memory bandwidth, and
-    the host time of a kernel launch (one figure for every GPU: the table's launch_us)."""
+    """What a roofline estimate needs of a GPU: its peaks per math mode, its memory bandwidth, the
+    host time of a kernel launch (one figure for every GPU: the table's launch_us), and its compute
+    capability (which modes run there)."""
 
     name: str
     peak_tflops: dict[str, float | None]  # math mode (fp32, tf32, fp16, bf16, fp8) -> dense TFLOP/s
     memory_gbps: float
     launch_us: float
+    capability: tuple[int, int]
 
 
 @functools.cache
@@ -58,7 +60,9 @@ def gpu_spec(device_name: str) -> GpuSpec | None:
     entry = _entry(device_name)
     if entry is None or not entry.get("memory_gbps"):
         return None
-    return GpuSpec(entry["name"], dict(entry["peak_tflops"]), float(entry["memory_gbps"]), float(_data()["launch_us"]))
+    major, minor = (int(part) for part in str(entry["capability"]).split("."))
+    launch_us = float(_data()["launch_us"])
+    return GpuSpec(entry["name"], dict(entry["peak_tflops"]), float(entry["memory_gbps"]), launch_us, (major, minor))
 
 
 def estimated_gpus() -> list[str]:

@@ -158,3 +158,26 @@ def test_a_cell_without_fp32_is_held_against_bf16_the_mode_fp8_would_replace(tmp
     section = (run / "report" / "report.md").read_text().split("## Estimated against measured", 1)[1]
     shown = section.split("\n## ", 1)[0]
     assert "| fp8-tensorwise |" in shown and "| vs bf16 | 1.10x |" in shown, shown
+
+
+def test_predict_leaves_out_the_modes_a_gpu_cant_run_and_the_cells_the_suite_never_runs_and_says_why(tmp_path):
+    """By the rule a cell applies to its GPU's compute capability (the peak table's): fp8 needs
+    8.9 (an A100 is 8.0), row-wise fp8 9.0 (an L4 is 8.9); and fp8 eager runs nowhere."""
+    import yaml
+    from conftest import tiny_matrix
+
+    matrix = tmp_path / "fp8.yaml"
+    workload = {"workload": "mlp", "in_features": 64, "hidden": 64, "depth": 2, "num_classes": 16,
+                "batch_sizes": [64], "samples": 128}  # fmt: skip
+    matrix.write_text(yaml.safe_dump(tiny_matrix(precisions=["bf16", "fp8-tensorwise", "fp8-rowwise"],
+                                                 compile=[False, True], workloads=[workload])))  # fmt: skip
+    done = amp_suite("predict", "--matrix", str(matrix), "--gpu", "A100-SXM4-80GB", "--gpu", "L4", cwd=tmp_path,
+                     env={"COLUMNS": "250"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "not estimated: fp8-tensorwise eager, fp8-rowwise eager (fp8 training runs under torch.compile" in said
+    assert "on NVIDIA A100 80GB SXM, not estimated: fp8-tensorwise (" in said and "this GPU is 8.0)" in said
+    assert "on NVIDIA L4, not estimated: fp8-rowwise (" in said and ">= 9.0; this GPU is 8.9)" in said
+    titled = done.stdout.split("Estimated on ")[1:]
+    tables = {gpu: table_rows(text) for gpu, text in zip(("A100", "L4"), titled, strict=True)}
+    assert set(tables["A100"]) == {"bf16"} and set(tables["L4"]) == {"bf16", "fp8-tensorwise"}, done.stdout
