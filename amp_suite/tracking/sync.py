@@ -119,7 +119,8 @@ class _InvocationSync:
             parent_id = parent.info.run_id if parent else self._create_parent(experiment_id)
             for record in self.records:
                 self._sync_record(experiment_id, parent_id, record, children.get(record.identity))
-            if parent is None or parent.data.tags.get(TAG_COMPLETE) != "true":
+            # A parent tagged complete but RUNNING had its last call cut between the tag and its status.
+            if parent is None or parent.data.tags.get(TAG_COMPLETE) != "true" or parent.info.status == "RUNNING":
                 self._complete_parent(parent_id)
         for run in existing:  # e.g. the cell that was running when the invocation was killed
             if run.info.status == "RUNNING" and run.info.run_id not in self.written:
@@ -131,6 +132,9 @@ class _InvocationSync:
             self.run_ids[record.identity] = run.info.run_id
         if run is not None and run.data.tags.get(TAG_COMPLETE) == "true":
             self.report.present += 1
+            if run.info.status == "RUNNING":  # its last call was cut between the complete tag and its status
+                self.store.finish_record(run.info.run_id, record)
+                self.written.add(run.info.run_id)
             return
         if run is None:  # a skipped cell's too: set aside as the run sets it aside, its reason kept for reports
             run_id = self.store.create_child(experiment_id, parent_id, self.key, record.identity, record.cell_id)

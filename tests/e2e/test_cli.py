@@ -320,3 +320,27 @@ def test_predict_estimates_a_tiny_mlp_launch_bound_on_an_h100_and_names_what_dom
     assert "_to_copy" in rows["bf16"][8]  # the dominant term, named: autocast's casts
     refused = amp_suite("predict", "--gpu", "H100-SXN", cwd=tmp_path)
     assert refused.returncode == 2 and "did you mean" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
+def test_sync_finishes_a_run_whose_last_call_was_cut_between_its_complete_tag_and_its_status(tiny_run, tmp_path):
+    """A tracker that dies between a run's two last calls (the complete tag, then the status) leaves
+    it tagged complete but RUNNING: sync ends it with its record's status, not as a killed run.
+    (A server killed mid-matrix hit this window in test_tracking_server's outage test.)"""
+    import shutil
+
+    from mlflow import MlflowClient
+
+    root, _, done = tiny_run
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    shutil.copytree(root / "out", out)
+    client = MlflowClient(tracking_uri=embedded(out))
+    parents, children = nested_runs(out, "tiny")
+    cell = next(c for c in children if c.info.status == "FINISHED" and c.data.tags.get("amp_suite.complete") == "true")
+    (parent,) = [p for p in parents if p.info.run_id == cell.data.tags["mlflow.parentRunId"]]
+    for cut in (parent, cell):
+        client.update_run(cut.info.run_id, status="RUNNING")  # its status call never arrived
+    synced = amp_suite("sync", str(out), cwd=tmp_path)
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert "0 run(s) left open closed as KILLED" in " ".join(synced.stdout.split()), synced.stdout
+    assert [client.get_run(cut.info.run_id).info.status for cut in (parent, cell)] == ["FINISHED", "FINISHED"]
