@@ -3,6 +3,7 @@ was published for them; or, given a run's records, on the GPU they ran on, besid
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -108,7 +109,8 @@ def _against_published(loaded, gpus: list) -> None:
         raise fail(f"matrix {loaded.name}: no cell a roofline can estimate (above: why each mode is left out)")
     configs = [_config_of(spec) for spec in cells]
     profiles = _Profiles()
-    published = published_speedups(load_references(None))
+    references = load_references(None)
+    published = published_speedups(references)
     errors = []
     for name, gpu in gpus:
         runs = {spec.precision: _runs_on(spec.precision, gpu) for spec in cells}
@@ -127,10 +129,10 @@ def _against_published(loaded, gpus: list) -> None:
     if error is not None:
         measured = sum(c.error is not None for c in errors)
         say(f"error on {measured} published speedup(s): mean |estimated / published - 1| = {error:.0%}")
-    _against_float8_benchmark(gpus)
+    _against_float8_benchmark(gpus, references)
 
 
-def _against_float8_benchmark(gpus: list) -> None:
+def _against_float8_benchmark(gpus: list, references: list) -> None:
     """torchao's published float8 single-linear speedups on the GPUs asked for, beside the estimate
     of the same program (amp_suite.cell.float8_benchmark), compiled, on the publisher's GPU."""
     from dataclasses import replace
@@ -139,11 +141,11 @@ def _against_float8_benchmark(gpus: list) -> None:
     from amp_suite.cell.float8_benchmark import BENCHMARK, BF16, FP8, profile_benchmark
     from amp_suite.hardware.peaks import gpu_spec
     from amp_suite.report.prediction import Calibration, mean_absolute_error
-    from amp_suite.report.references import PublishedSpeedup, load_references
+    from amp_suite.report.references import PublishedSpeedup
 
     asked = {gpu.name for _, gpu in gpus}
     rows = []
-    for reference in (r for r in load_references(None) if r.config.get("benchmark") == BENCHMARK):
+    for reference in (r for r in references if r.config.get("benchmark") == BENCHMARK):
         gpu = gpu_spec(reference.gpu)
         if gpu is None or gpu.name not in asked:
             continue
@@ -360,8 +362,19 @@ def _config_of(spec) -> dict:
 
 def _shipped_matrices_with(figures) -> list[str]:
     """The shipped matrices with a cell of any of the published figures' configurations and batches."""
-    from amp_suite.cli.common import EXPERIMENTS_DIR
     from amp_suite.report.references import same_config
+
+    wanted = [(figure.config, figure.config.get("batch_size")) for figure in figures]
+    def has(cells: list) -> bool:
+        return any(batch == want and same_config(config, figure) for config, batch in cells for figure, want in wanted)
+
+    return [name for name, cells in _shipped_cells() if has(cells)]
+
+
+@functools.cache
+def _shipped_cells() -> tuple[tuple[str, list[tuple[dict, object]]], ...]:
+    """Each shipped matrix's cells as (config, batch), read once however many GPUs ask."""
+    from amp_suite.cli.common import EXPERIMENTS_DIR
 
     found = []
     for path in sorted(EXPERIMENTS_DIR.glob("*.yaml")):
@@ -369,11 +382,8 @@ def _shipped_matrices_with(figures) -> list[str]:
             cells = load_matrix(path).cells("cpu", force=True)
         except ConfigError:  # one the suite can't load here (its own files elsewhere): not a suggestion
             continue
-        wanted = [(figure.config, figure.config.get("batch_size")) for figure in figures]
-        if any(spec.batch_size == batch and same_config(_config_of(spec), config)
-               for spec in cells for config, batch in wanted):  # fmt: skip
-            found.append(path.stem)
-    return found
+        found.append((path.stem, [(_config_of(spec), spec.batch_size) for spec in cells]))
+    return tuple(found)
 
 
 def _print_calibrations(gpu: str, calibrations) -> None:

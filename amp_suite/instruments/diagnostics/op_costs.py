@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 COMPILED_PHASES = ("forward", "backward")  # what torch.compile(model) compiles: the optimizer stays eager
 KERNEL_NAME_OPS = 4  # a fused kernel is named by its first few ops
@@ -79,12 +80,21 @@ class OpCost:
 
 @dataclass(frozen=True)
 class StepProfile:
-    """One training step's op calls, in the order they ran."""
+    """One training step's op calls, in the order they ran, and their costs (each worked out once:
+    a profile is timed on every GPU of the table)."""
 
     calls: tuple[OpCall, ...]
 
     def costs(self, compiled: bool = False) -> list[OpCost]:
-        return compiled_costs(self.calls) if compiled else eager_costs(self.calls)
+        return self._compiled if compiled else self._eager
+
+    @cached_property
+    def _eager(self) -> list[OpCost]:
+        return eager_costs(self.calls)
+
+    @cached_property
+    def _compiled(self) -> list[OpCost]:
+        return compiled_costs(self.calls)
 
 
 def eager_costs(calls: Iterable[OpCall]) -> list[OpCost]:

@@ -93,9 +93,10 @@ class OpProfiler(FlopCounterMode):
         else:
             reads = writes = ()
             self._alias(outputs, inputs)
+        flops = self.get_total_flops() - before
         self.calls.append(OpCall(
-            self.phase, name, _ran_in(out, args, inputs, flops=self.get_total_flops() > before),
-            self.get_total_flops() - before, reads, writes, _launches(name, args) if moves else 0,
+            self.phase, name, _ran_in(out, args, inputs, matmul=flops > 0),
+            flops, reads, writes, _launches(name, args) if moves else 0,
             reduces=moves and _reduces(out, (args, kwargs)), arguments=_arguments((args, kwargs)),
         ))  # fmt: skip
         return result
@@ -217,11 +218,11 @@ def _launches(name: str, args: tuple) -> int:
     return math.ceil(listed / FOREACH_TENSORS_PER_LAUNCH)
 
 
-def _ran_in(out: Any, args: tuple, stored_inputs: list[torch.Tensor], flops: bool) -> str:
+def _ran_in(out: Any, args: tuple, stored_inputs: list[torch.Tensor], matmul: bool) -> str:
     """The dtype of the op's first floating-point output; an in-place op (a `_foreach_*_` returns
     nothing) runs in its first floating-point input's. A matmul on float8 operands runs in float8,
     whatever it writes (torchao's writes bfloat16)."""
-    if flops:
+    if matmul:
         float8 = [t.dtype for t in stored_inputs if t.dtype.is_floating_point and t.element_size() == 1]
         if float8:
             return _name(float8[0])
