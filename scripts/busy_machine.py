@@ -85,7 +85,7 @@ def run_once(matrix: Path, out: Path) -> Answer:
     if "speedups" in row:
         speedup = row["speedups"].get("fp32")  # a Ratio: value, interval, seeds
         speedup = speedup and speedup["value"]
-    else:  # before the vocabulary of issue 39
+    else:  # older versions name it speedup_vs_fp32
         speedup = row["speedup_vs_fp32"]
     return Answer(answer["mode"], verdict, speedup, answer["sentence"])
 
