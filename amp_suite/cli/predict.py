@@ -141,7 +141,7 @@ def _against_float8_benchmark(gpus: list, references: list) -> None:
     from amp_suite.cell.float8_benchmark import BENCHMARK, BF16, FP8, profile_benchmark
     from amp_suite.hardware.peaks import gpu_spec
     from amp_suite.report.prediction import Calibration, mean_absolute_error
-    from amp_suite.report.references import PublishedSpeedup
+    from amp_suite.report.references import stated_speedup
 
     asked = {gpu.name for _, gpu in gpus}
     rows = []
@@ -155,9 +155,7 @@ def _against_float8_benchmark(gpus: list, references: list) -> None:
         say(f"profiling torchao's float8 benchmark at M, K, N = {', '.join(map(str, shape))} in {BF16} and {FP8}")
         steps = {mode: estimate_step(profile_benchmark(*shape, mode).costs(compiled=True), gpu, mode)
                  for mode in (BF16, FP8)}  # fmt: skip
-        published = PublishedSpeedup((reference.id,), reference.gpu, reference.model, FP8, BF16,
-                                     reference.config, reference.config, reference.value)  # fmt: skip
-        rows.append((shape, gpu, steps, Calibration(published, speedup(steps[FP8], steps[BF16]))))
+        rows.append((shape, gpu, steps, Calibration(stated_speedup(reference), speedup(steps[FP8], steps[BF16]))))
     if not rows:
         return
     _print_float8_benchmark(rows)
@@ -365,6 +363,7 @@ def _shipped_matrices_with(figures) -> list[str]:
     from amp_suite.report.references import same_config
 
     wanted = [(figure.config, figure.config.get("batch_size")) for figure in figures]
+
     def has(cells: list) -> bool:
         return any(batch == want and same_config(config, figure) for config, batch in cells for figure, want in wanted)
 

@@ -220,11 +220,7 @@ def published_speedups(references: list[Reference]) -> list[PublishedSpeedup]:
     """Every speedup the references state or imply on one GPU: a `speedup` entry as it is, and each
     mixed-precision throughput over the same table's TF32 throughput on that GPU, else its fp32's."""
     usable = [r for r in references if r.gpus == 1 and not r.needs]
-    found = [
-        PublishedSpeedup((r.id,), r.gpu, r.model, _mode(r), r.baseline or REFERENCE, r.config,
-                         {**r.config, **r.baseline_config}, r.value)
-        for r in usable if r.metric == "speedup"
-    ]  # fmt: skip
+    found = [stated_speedup(r) for r in usable if r.metric == "speedup"]
     throughputs = [r for r in usable if r.metric == "throughput"]
     for amp in (r for r in throughputs if MODE_BY_NAME.get(_mode(r)) and MODE_BY_NAME[_mode(r)].autocast):
         same = [r for r in throughputs if (r.gpu, r.model, r.unit) == (amp.gpu, amp.model, amp.unit)
@@ -236,6 +232,13 @@ def published_speedups(references: list[Reference]) -> list[PublishedSpeedup]:
             found.append(PublishedSpeedup((base.id, amp.id), amp.gpu, amp.model, _mode(amp), _mode(base),
                                           amp.config, base.config, amp.value / base.value))  # fmt: skip
     return found
+
+
+def stated_speedup(reference: Reference) -> PublishedSpeedup:
+    """A `speedup` entry as it is stated (amp-suite predict reads those that need no cell, too)."""
+    r = reference
+    return PublishedSpeedup((r.id,), r.gpu, r.model, _mode(r), r.baseline or REFERENCE, r.config,
+                            {**r.config, **r.baseline_config}, r.value)  # fmt: skip
 
 
 def _setting(config: dict[str, Any]) -> dict[str, Any]:
