@@ -4,6 +4,9 @@ Only the model is compiled; autograd compiles its backward with it. The loop aro
 GradScaler, clipping, the optimizer step) stays the article's loop, as in PyTorch's recipe for
 torch.compile with AMP. Graphs are compiled in the first steps, which are warmup: the timed steps
 run compiled code (enough warmup steps are the matrix's business; compile time is recorded).
+Under CUDA graphs only the model's forward and backward are graphed: the optimizer step, clipping
+and GradScaler stay eager, so their launches (and fp16's host sync, unless the optimizer is fused:
+config fused_optimizer) remain the host's.
 """
 
 from __future__ import annotations
@@ -68,6 +71,12 @@ def _python_scheme() -> str:
 def compiled(model: nn.Module, mode: str) -> nn.Module:
     """The model as the training step calls it: itself when mode is "off"."""
     return model if mode == "off" else torch.compile(model, mode=mode)
+
+
+# CUDA graph trees (torch/_inductor/cudagraph_trees.py) run a compiled function's first call as a
+# warmup in the graphs' memory pool, record it on the second and replay it from the third on: a
+# matrix that times such a mode needs at least this many warmup steps before its timed ones.
+CALLS_BEFORE_REPLAY = 3
 
 
 def uses_cuda_graphs(mode: str) -> bool:

@@ -7,6 +7,7 @@ only what differs (the shape of Lightning Fabric's precision plugins):
     tf32   float32 tensors, TF32 tensor-core math on (compute capability >= 8.0)
     bf16   autocast(bfloat16) around forward + loss; plain backward and step
     fp16   autocast(float16) + GradScaler: scale -> backward, unscale_ before clipping, step, update
+           (a fused optimizer takes the inf/NaN flag into its kernel: no host sync in step)
     fp16-noscale  autocast(float16) without a scaler: the negative control for the parity check
     fp8-tensorwise, fp8-rowwise  torchao's float8 training: linear layers swapped for Float8Linear
            (their matmuls in float8, scaled per tensor or per row), the rest under bf16 autocast;
@@ -180,9 +181,8 @@ class FP16(Autocast):
     def __init__(self, device_type: str, scaler: torch.amp.GradScaler | None = None) -> None:
         super().__init__(device_type)
         self.scaler = scaler  # made in bind(), so checking requirements has no side effects
-        self.attempted_steps = 0
-        self.applied_steps = 0
         self._scale_history: list[torch.Tensor] = []
+        self._found_inf_history: list[list[torch.Tensor]] = []
         self._initial_scale = 0.0
 
     def unsupported_reason(self, caps: DeviceCaps) -> str | None:
@@ -198,12 +198,6 @@ class FP16(Autocast):
         if not self.scaler.is_enabled():  # GradScaler turns itself off without CUDA; never run unscaled
             raise RuntimeError(f"GradScaler is disabled on {self.device_type}; fp16 would run without loss scaling")
         self._initial_scale = float(self.scaler.get_scale())  # no sync: the scale tensor doesn't exist yet
-        # GradScaler skips optimizer.step() when it finds inf/NaN; counting the steps that really
-        # ran (a host-side hook, no device sync of its own) tells how many were skipped.
-        optimizer.register_step_post_hook(self._count_applied)
-
-    def _count_applied(self, *_: object) -> None:
-        self.applied_steps += 1
 
     def backward(self, loss: torch.Tensor) -> None:
         self.scaler.scale(loss).backward()
@@ -212,19 +206,29 @@ class FP16(Autocast):
         self.scaler.unscale_(optimizer)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        self.attempted_steps += 1
-        # step() reads the inf/NaN flag on the host: a CPU-GPU sync that is the cost of scaling.
+        # For torch's default optimizers, step() reads the inf/NaN flag on the host before it decides
+        # to step: a CPU-GPU sync, the cost of scaling. A fused optimizer (_step_supports_amp_scaling)
+        # takes the flag into its kernel instead, which leaves the parameters as they were when it is
+        # set: no sync. Its step() always runs, so skipped steps are counted from the flags.
         self.scaler.step(optimizer)
+        self._found_inf_history.append(_found_inf(self.scaler, optimizer))  # before update() drops them
         self.scaler.update()
         # Keep the scale tensor itself (a device-side copy); get_scale() would sync once more.
         self._scale_history.append(self.scaler._scale.detach().clone())
+
+    def skipped_steps(self) -> int:
+        """Steps whose gradients held inf/NaN, which the optimizer did not apply (synchronises once)."""
+        if not self._found_inf_history:
+            return 0
+        per_step = torch.stack([torch.stack(flags).amax() for flags in self._found_inf_history])
+        return int((per_step > 0).sum().item())  # synchronises: telemetry is read after the timed steps
 
     def telemetry(self) -> dict[str, object]:
         history = torch.stack(self._scale_history).tolist() if self._scale_history else []  # synchronises
         drops = [later < earlier for earlier, later in zip([self._initial_scale, *history], history, strict=False)]
         return {
             "loss_scale": history[-1] if history else self._initial_scale,
-            "skipped_steps": self.attempted_steps - self.applied_steps,
+            "skipped_steps": self.skipped_steps(),
             "loss_scale_curve": history,
             "loss_scale_drops": sum(drops),
             # A healthy run drops a few times early while it finds its scale, then settles (and
@@ -232,6 +236,13 @@ class FP16(Autocast):
             # mean persistent overflow: something in the model produces inf in fp16.
             "loss_scale_warning": sum(drops[len(drops) // 2 :]) >= SCALE_DROP_WARNING,
         }
+
+
+def _found_inf(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The inf/NaN flags unscale_ left for this step, one per device (1.0: a gradient was not
+    finite): what step() decided by, in either path. Device tensors, fresh each step: keeping
+    them costs no sync, and no launch."""
+    return list(scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"].values())
 
 
 class FP16NoScale(Autocast):

@@ -114,16 +114,25 @@ class _WorkloadBase(FrozenModel):
     channels_last: Annotated[list[bool] | None, BeforeValidator(_as_list)] = Field(None, min_length=1)
     ddp: DdpConfig | None = Field(None, description="run data-parallel: world sizes and comm hooks (axes)")
     target: TargetConfig | None = Field(None, description="the validation quality to reach: time to target")
+    fused_optimizer: bool = Field(
+        False,
+        description="true: the optimizer's fused kernel (torch.optim's fused=True; AdamW, and the ResNet's SGD),"
+        " the whole update in one launch per group of tensors, and under fp16 no host sync in GradScaler.step"
+        " (an entry that builds its own optimizer must build it fused). false, the default: torch's own"
+        " choice, foreach kernels on CUDA and a loop over the parameters on a CPU",
+    )
 
     @model_serializer(mode="wrap")
     def _without_unset_blocks(self, handler):
-        """No `ddp` or `target` key when there is no such block: configs, hashes and setups of other
-        cells stay as they were."""
+        """No `ddp` or `target` key when there is no such block, and no `fused_optimizer` key for
+        torch's default optimizer: configs, hashes and setups of other cells stay as they were."""
         data = handler(self)
         if isinstance(data, dict):
             for block in ("ddp", "target"):
                 if getattr(self, block) is None:
                     data.pop(block, None)
+            if not self.fused_optimizer:
+                data.pop("fused_optimizer", None)
         return data
 
     @property

@@ -142,10 +142,10 @@ class CustomWorkload(Workload):
             raise ValueError(f"the metric {name} of {entry} is {metric}: it must be a finite number")
         return {"val_loss": loss_sum / len(data), self.primary_metric: metric}
 
-    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+    def optimizer(self, parameters: Iterable[nn.Parameter], **implementation: bool) -> torch.optim.Optimizer:
         if self.built.optimizer is None:
-            return torch.optim.AdamW(model.parameters(), lr=self.config.lr)
-        return self.built.optimizer(model.parameters())
+            return super().optimizer(parameters, **implementation)
+        return self.built.optimizer(parameters)  # the entry's own: make_optimizer checks it is as asked
 
 
 def _fingerprint(train: TensorData, validation: TensorData) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import datasets
@@ -43,8 +44,8 @@ class MLPWorkload(Classifier):
         loss = super().loss(model, inputs, targets)
         return loss if self.config.loss_multiplier == 1 else loss * self.config.loss_multiplier
 
-    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(model.parameters(), lr=self.config.lr, eps=self.config.adam_eps)
+    def optimizer(self, parameters: Iterable[nn.Parameter], **implementation: bool) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(parameters, lr=self.config.lr, eps=self.config.adam_eps, **implementation)
 
 
 WORKLOAD = MLPWorkload

@@ -3,6 +3,7 @@ Its image classifier serves the models named from torchvision too (amp_suite.wor
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import datasets
@@ -40,8 +41,9 @@ class ResNetWorkload(ImageClassifier):
     def build_model(self, train: TensorData) -> nn.Module:
         return tv_models.get_model(self.config.arch, weights=None, num_classes=self.config.num_classes)
 
-    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=self.config.lr, momentum=0.9, nesterov=True)
+    def optimizer(self, parameters: Iterable[nn.Parameter], **implementation: bool) -> torch.optim.Optimizer:
+        # torch.optim.SGD has a fused kernel too (torch/optim/sgd.py): nesterov momentum, GradScaler's flags.
+        return torch.optim.SGD(parameters, lr=self.config.lr, momentum=0.9, nesterov=True, **implementation)
 
 
 WORKLOAD = ResNetWorkload

@@ -8,14 +8,14 @@ import os
 import pytest
 import torch
 import yaml
-from conftest import amp_suite, read_records, tiny_matrix
+from conftest import EXPERIMENTS, amp_suite, read_records, tiny_matrix
 from pydantic import ValidationError
 
 from amp_suite.analysis.summary import summarize
 from amp_suite.cell import compilation
 from amp_suite.cell.pipeline import prepare
 from amp_suite.cell.run import run_cell
-from amp_suite.config import Matrix
+from amp_suite.config import Matrix, load_matrix
 from amp_suite.records.results import CellRecord, StoredRecord
 
 MLP = tiny_matrix()["workloads"][0]
@@ -178,6 +178,19 @@ def test_a_compiled_transformers_loss_is_kept_across_cuda_graph_replays():
     eager = prepare(compiled.model_copy(update={"compile": "off"}), torch.device("cpu"))
     expected, _ = eager.trainer.run(eager.batches, 3)
     assert torch.equal(losses, expected) and len(set(losses.tolist())) == 3  # each step's own loss
+
+
+def test_shipped_matrices_warm_up_past_cuda_graphs_recording():
+    """A compiled function is warmed up on its first call under CUDA graph trees, recorded on its
+    second and replayed from its third: no shipped matrix times a step before its graphs replay."""
+    graphed = {}
+    for path in sorted(EXPERIMENTS.glob("*.yaml")):
+        loaded = load_matrix(path)
+        modes = {mode for w in loaded.workloads for mode in (w.compile or loaded.compile)}
+        if any(compilation.uses_cuda_graphs(mode) for mode in modes):
+            graphed[path.stem] = loaded.warmup_steps
+    assert {"default", "gpu-check-compile"} <= set(graphed)
+    assert all(steps >= compilation.CALLS_BEFORE_REPLAY for steps in graphed.values()), graphed
 
 
 @pytest.mark.parametrize("mode, copies", [("off", False), ("default", False), ("reduce-overhead", True),

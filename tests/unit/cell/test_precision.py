@@ -57,13 +57,13 @@ def test_bf16_autocasts_forward_but_steps_without_a_scaler():
 
 
 def test_fp16_drives_the_scaler_in_the_recipe_order():
-    scaler = mock.Mock()
+    scaler = mock.MagicMock()  # subscriptable: the policy reads the step's inf/NaN flags from its state
     policy = FP16("cpu", scaler=scaler)
     loss, optimizer = mock.Mock(), mock.Mock()
     policy.backward(loss)
     policy.unscale_gradients(optimizer)
     policy.optimizer_step(optimizer)
-    calls = [c[0] for c in scaler.mock_calls if not c[0].startswith("_scale")]  # the telemetry copy
+    calls = [c[0] for c in scaler.mock_calls if not c[0].startswith("_")]  # its state read for telemetry
     assert calls == ["scale", "scale().backward", "unscale_", "step", "update"]
     scaler.scale.assert_called_once_with(loss)
     scaler.unscale_.assert_called_once_with(optimizer)
@@ -89,6 +89,70 @@ def test_fp16_counts_the_steps_the_scaler_skipped():
     assert telemetry["loss_scale"] == 512.0  # halved once, after the overflow
     assert telemetry["loss_scale_curve"] == [1024.0, 512.0, 512.0]
     assert telemetry["loss_scale_drops"] == 1 and telemetry["loss_scale_warning"] is False
+
+
+def _fp16_steps(optimizer, model, poisoned_steps, policy=None):
+    """fp16 steps through the recipe, the loss made inf on the steps named; a new policy is bound first."""
+    if policy is None:
+        policy = FP16("cpu", scaler=torch.amp.GradScaler("cpu", init_scale=1024.0))
+        policy.bind(optimizer)
+    for step in range(max(poisoned_steps, default=0) + 2):
+        optimizer.zero_grad()
+        with policy.forward_context():
+            loss = model(torch.ones(1, 4)).float().sum() * (float("inf") if step in poisoned_steps else 1.0)
+        policy.backward(loss)
+        policy.unscale_gradients(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # after unscale_, as the loop clips
+        policy.optimizer_step(optimizer)
+    return policy
+
+
+@pytest.mark.parametrize("fused", [None, True])
+@pytest.mark.parametrize("kind", [torch.optim.SGD, torch.optim.AdamW])
+def test_fp16_counts_skipped_steps_whether_or_not_the_optimizer_is_fused(kind, fused):
+    """A fused optimizer's step() always runs (its kernel skips the update on the device): the count
+    comes from GradScaler's inf/NaN flags, not from whether step() was called."""
+    model = torch.nn.Linear(4, 2)
+    optimizer = kind(model.parameters(), lr=0.1, fused=fused)
+    assert getattr(optimizer, "_step_supports_amp_scaling", False) is bool(fused)  # the scaler's fused path
+    before = model.weight.detach().clone()
+    policy = _fp16_steps(optimizer, model, poisoned_steps={0})  # the first step overflows, then two clean ones
+    telemetry = policy.telemetry()
+    assert telemetry["skipped_steps"] == 1 and telemetry["loss_scale_drops"] == 1
+    assert not torch.equal(model.weight, before)  # the clean steps did train
+
+
+@pytest.mark.parametrize("kind", [torch.optim.SGD, torch.optim.AdamW])
+def test_a_skipped_fused_step_leaves_the_weights_as_they_were(kind):
+    model = torch.nn.Linear(4, 2)
+    optimizer = kind(model.parameters(), lr=0.1, fused=True)
+    policy = _fp16_steps(optimizer, model, poisoned_steps=set())  # two clean steps: the state exists
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer.zero_grad()
+    with policy.forward_context():
+        loss = model(torch.ones(1, 4)).float().sum() * float("inf")
+    policy.backward(loss)
+    policy.unscale_gradients(optimizer)
+    policy.optimizer_step(optimizer)
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+    assert policy.telemetry()["skipped_steps"] == 1
+
+
+def test_a_fused_optimizer_takes_fp16s_step_without_a_host_sync():
+    """GradScaler.step reads the inf/NaN flag on the host (a sync on a GPU) for torch's default
+    optimizers, and hands it to a fused one's kernel instead. On a CPU the count is of the reads that
+    would sync on a GPU (instruments.diagnostics.host_syncs): one a step, then none."""
+    from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
+
+    counted = {}
+    for fused in (None, True):
+        model = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=fused)
+        policy = _fp16_steps(optimizer, model, poisoned_steps=set())  # the optimizer's state exists
+        with count_host_syncs(torch.device("cpu"), optimizer) as syncs:
+            _fp16_steps(optimizer, model, poisoned_steps=set(), policy=policy)
+        counted[fused] = syncs.count / 2  # per step: _fp16_steps took two
+    assert counted == {None: 1, True: 0}
 
 
 def test_a_scale_that_keeps_dropping_raises_the_warning():

@@ -38,6 +38,43 @@ def test_a_target_needs_one_value_and_a_rule_without_a_method_is_the_older_one()
     assert ParityConfig.model_validate({"tolerance": 0.02}).method == "t-test"
 
 
+def test_the_fused_optimizer_is_off_by_default_and_leaves_other_cells_hashes_alone():
+    plain = Matrix.model_validate(tiny_matrix()).cells("cpu")[0]
+    assert plain.workload.fused_optimizer is False
+    # torch's default optimizer is written as before the option existed: --resume keeps those records.
+    assert "fused_optimizer" not in plain.model_dump()["workload"]
+    fused_matrix = tiny_matrix()
+    fused_matrix["workloads"][0]["fused_optimizer"] = True
+    fused = Matrix.model_validate(fused_matrix).cells("cpu")[0]
+    assert fused.model_dump(mode="json")["workload"]["fused_optimizer"] is True  # in the record's config
+    assert fused.cell_id == plain.cell_id and fused.config_hash != plain.config_hash
+
+
+def test_the_default_matrix_measures_the_remedies_for_launch_overhead_beside_its_eager_arms():
+    """The LM and the MLP as users have them, with the fused optimizer, and with it under CUDA
+    graphs; ResNet-50 in both layouts, eager: 8 arms of 4 precisions x 3 seeds."""
+    matrix = load_matrix(EXPERIMENTS / "default.yaml")
+    cells = matrix.cells("cuda")
+    arms = {
+        (c.workload.name, c.workload.workload, c.compile, c.workload.fused_optimizer, c.channels_last) for c in cells
+    }
+    assert arms == {
+        ("resnet", "resnet", "off", False, False),
+        ("resnet", "resnet", "off", False, True),
+        ("transformer", "transformer", "off", False, False),
+        ("transformer-fused", "transformer", "off", True, False),
+        ("transformer-fused", "transformer", "reduce-overhead", True, False),
+        ("mlp", "mlp", "off", False, False),
+        ("mlp-fused", "mlp", "off", True, False),
+        ("mlp-fused", "mlp", "reduce-overhead", True, False),
+    }
+    assert len(cells) == len(arms) * 4 * 3 == 96  # the count its header's time estimate is made for
+    assert "transformer-fused/bs8/seed2/fp16/compile-reduce-overhead" in {c.cell_id for c in cells}
+    # An arm differs from its eager twin in the remedy alone: the same model, data and target.
+    by_name = {w.name: w.model_dump(exclude={"label", "compile", "fused_optimizer"}) for w in matrix.workloads}
+    assert by_name["transformer-fused"] == by_name["transformer"] and by_name["mlp-fused"] == by_name["mlp"]
+
+
 def test_smoke_forces_fp16_on_mlp_only():
     cells = load_matrix(EXPERIMENTS / "smoke.yaml").cells("cpu")
     forced = {(c.workload.name, c.precision) for c in cells if c.force}
@@ -133,6 +170,14 @@ INVALID = {
     "batch larger than data": (
         lambda d: d["workloads"][0].update(samples=4),
         r"samples \(4\) must be at least the largest batch size \(8\)",
+    ),
+    "fused optimizer not a boolean": (
+        lambda d: d["workloads"][0].update(fused_optimizer="yes"),
+        r"workloads\.0\.fused_optimizer: Input should be a valid boolean \(got 'yes'\)",
+    ),
+    "fused optimizer misspelt": (
+        lambda d: d["workloads"][0].update(fused_optimiser=True),
+        r"workloads\.0: unknown key 'fused_optimiser': did you mean 'fused_optimizer'\?",
     ),
 }
 

@@ -86,3 +86,53 @@ def test_every_reference_workload_knows_its_chance_level():
         workload = build_workload(config)
         chance = workload.chance_metric(workload.load_data().validation)
         assert (1 < chance if workload.primary_metric == "val_perplexity" else 0 < chance < 1), config.workload
+
+
+ENTRY_WITH_ITS_OWN_OPTIMIZER = """
+import torch
+from amp_suite import UserWorkload
+
+
+def build(fused: bool = False):
+    model = torch.nn.Linear(4, 2)
+    data = (torch.randn(16, 4), torch.randint(0, 2, (16,)))
+    return UserWorkload(model, train=data, validation=data,
+                        optimizer=lambda parameters: torch.optim.SGD(parameters, lr=0.1, fused=fused or None))
+"""
+
+
+def _smoke_workloads() -> list:
+    spec = yaml.safe_load((REPO / "experiments" / "smoke.yaml").read_text())
+    return Matrix.model_validate(spec).workloads
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_every_reference_workload_builds_the_optimizer_implementation_asked_for(fused):
+    """fused_optimizer: true gives torch's fused kernel (AdamW's, and the ResNet's SGD's), with the
+    workload's own hyperparameters; false leaves the choice to torch (fused unset: foreach on CUDA)."""
+    expected = {"resnet": torch.optim.SGD}  # the rest train with AdamW
+    for config in _smoke_workloads():
+        workload = build_workload(config.model_copy(update={"fused_optimizer": fused}))
+        optimizer = workload.make_optimizer(torch.nn.Linear(4, 2))
+        assert type(optimizer) is expected.get(config.workload, torch.optim.AdamW), config.workload
+        assert optimizer.defaults["fused"] is (True if fused else None), config.workload
+        assert optimizer.defaults["lr"] == config.lr
+        if config.workload == "resnet":
+            assert optimizer.defaults["momentum"] == 0.9 and optimizer.defaults["nesterov"] is True
+        if config.workload == "mlp":
+            assert optimizer.defaults["eps"] == config.adam_eps
+
+
+def test_a_users_own_optimizer_must_be_fused_where_fused_is_asked_for(tmp_path):
+    """The suite can't make an entry's optimizer fused: it refuses one that isn't, rather than
+    record a cell as fused that was not."""
+    (tmp_path / "own.py").write_text(ENTRY_WITH_ITS_OWN_OPTIMIZER)
+    entry = {"workload": "custom", "entry": f"{tmp_path / 'own.py'}:build", "batch_sizes": [4], "fused_optimizer": True}
+    model = torch.nn.Linear(4, 2)
+    plain = build_workload(CustomConfig.model_validate(entry))
+    with pytest.raises(ValueError, match=r"fused_optimizer: true, but the optimizer built is not fused \(SGD"):
+        plain.make_optimizer(model)
+    fused = build_workload(CustomConfig.model_validate({**entry, "args": {"fused": True}}))
+    assert fused.make_optimizer(model).defaults["fused"] is True
+    unasked = build_workload(CustomConfig.model_validate({**entry, "fused_optimizer": False}))
+    assert unasked.make_optimizer(model).defaults["fused"] is None  # the entry's choice, as it wrote it
