@@ -53,7 +53,9 @@
 # would crash on a path, a missing file, a config or a record the summary can't read crashes in CI:
 # each matrix cut to CPU size by scripts/gpu_check_rehearsal.py (same name, workloads, modes, compile
 # modes, DDP axes), every mode forced, the batch search against a stand-in device of 16 MB that
-# raises CUDA's out-of-memory error (scripts/simulated_memory), `pytest -m gpu` collected (its tests skip),
+# raises CUDA's out-of-memory error (scripts/simulated_memory), the matrix stage's cells tracing their
+# "GPU" work behind a stand-in stream of 200 us launches (scripts/simulated_stream: the trace, the
+# bound and the summary's figures, as on CUDA), `pytest -m gpu` collected (its tests skip),
 # the multi-GPU matrix without --gpus (DDP on gloo; --gpus needs CUDA), and the overhead benchmark
 # one short pair with its sides one after the other, as on CUDA, its speed not judged. The checks
 # are GPU facts: printed, not judged. Exits 0 when every stage exited 0. About 4 minutes on 2 cores.
@@ -181,6 +183,14 @@ amp_suite() {  # one matrix into the shared run folder (records append; the lock
     "$python" -m amp_suite run --matrix "$small" --out "$work/run" --device cpu --force "${@:2}"
 }
 
+streamed() {  # a command whose cells trace their GPU's work; rehearsed, behind a stand-in stream
+    if [ "$rehearse" = 1 ]; then  # a CPU has no kernel timeline: scripts/simulated_stream plays one
+        PYTHONPATH="$PWD/scripts/simulated_stream${PYTHONPATH:+:$PYTHONPATH}" SIMULATED_LAUNCH_US=200 "$@"
+        return
+    fi
+    "$@"
+}
+
 capped() {  # a command whose CUDA allocators are capped, through a sitecustomize on PYTHONPATH
     if [ "$rehearse" = 1 ]; then  # a CPU has no allocator to cap: a stand-in device of 16 MB raises CUDA's OOM
         PYTHONPATH="$PWD/scripts/simulated_memory${PYTHONPATH:+:$PYTHONPATH}" DEVICE_BYTES=16000000 "$@"
@@ -213,7 +223,7 @@ PY
 
 # The stages run under timeout(1), in a bash of their own: it needs these.
 export python work MEMORY_CAP_MB rehearse
-export -f probe amp_suite capped
+export -f probe amp_suite capped streamed
 
 failed=0
 echo "gpu-check$([ "$rehearse" = 1 ] && echo " --rehearse") $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), into $out" |
@@ -229,7 +239,7 @@ gpus=${gpus:-1}
 # they end, last: where the deadline bites, it bites there.
 stage gpu-tests 45 90 - "$python" -m pytest -m gpu -k "not largest_batch" -q -s -p no:cacheprovider tests || failed=1
 stage batch-search 105 130 gpu-check-batch capped amp_suite experiments/gpu-check-batch.yaml || failed=1
-stage matrix 95 130 gpu-check amp_suite experiments/gpu-check.yaml || failed=1
+stage matrix 95 130 gpu-check streamed amp_suite experiments/gpu-check.yaml || failed=1
 stage fp8 75 100 gpu-check-fp8 amp_suite experiments/gpu-check-fp8.yaml || failed=1
 stage compile 105 160 gpu-check-compile amp_suite experiments/gpu-check-compile.yaml || failed=1
 if [ "$rehearse" = 1 ]; then  # --gpus places cells on CUDA devices: a rehearsal runs DDP on gloo

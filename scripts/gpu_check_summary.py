@@ -16,7 +16,9 @@ line per GPU-only fact that issue 19's fixes (and issue 25's fp8) promise, read 
 then the verdict; it exits 1 when a check fails. With --rehearsal (`gpu-check.sh --rehearse`, on a
 CPU) the checks are printed under a line that says they are GPU facts, not judged, and it exits 0:
 what the rehearsal proves is that they read the records without failing.
-No torch here, and no amp_suite: the records are read as plain JSON.
+No torch here, and no amp_suite but its torch-free analysis.bound, imported where a cell line names
+its bound (a suite that fails to import leaves the figures, and says so): the records are read as
+plain JSON.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ def cell_line(record: dict) -> str:
         f"{_format(record.get('energy_j_per_sample'), '.3g')} J/sample",
         f"timed {_format(timed_s(record), '.1f')} s",
         f"syncs/step {_format(record.get('host_syncs_per_step'), 'g')}",
+        f"GPU busy {_format(record.get('gpu_busy_ms_per_step'), '.3g')} ms/step"
+        f" ({_format(record.get('gpu_idle_fraction'), '.0%')} idle)",
+        bound_of(record),
     ]
     if record.get("compile", "off") != "off":
         figures.append(f"warmup {_format(record.get('warmup_s'), '.0f')} s")
@@ -96,6 +101,21 @@ def cell_line(record: dict) -> str:
     if record["status"] != "ok" and record.get("reason"):
         text += f"\n{'':11}{str(record['reason'])[:140]}"
     return text
+
+
+def bound_of(record: dict) -> str:
+    """What set the cell's pace (amp_suite.analysis.bound): measured from its traced GPU work, else
+    inferred from MFU; "bound ?" where neither tells."""
+    try:
+        from amp_suite.analysis.bound import step_bound
+    except ImportError as error:
+        return f"bound ? (amp_suite.analysis.bound: {error})"
+    figures = {key: record.get(key) for key in ("mfu", "power_w")}
+    found = step_bound(
+        record.get("step_time_ms_p50"), record.get("gpu_busy_ms_per_step"), record.get("gpu_idle_fraction"),
+        matmul_share=record.get("matmul_flop_share"), **figures,
+    )  # fmt: skip
+    return found.bound + ("" if found.measured else " (inferred from MFU)") if found else "bound ?"
 
 
 def by_status(found: list[dict]) -> str:
@@ -261,6 +281,19 @@ def check_fp8(found: list[dict]) -> Check:
     return "PASS", what, f"{cell['cell_id']}: {ran}; {speed}"
 
 
+def check_gpu_work(found: list[dict]) -> Check:
+    """Every CUDA cell that finished traced its GPU's own work: busy time and idle share recorded."""
+    ok = [r for r in found if r["status"] == "ok" and r.get("device") == "cuda"]
+    if not ok:
+        return "n/a", "GPU work traced (busy time, idle share)", "no CUDA cell finished"
+    missing = [r["cell_id"] for r in ok if not _number(r.get("gpu_busy_ms_per_step"))]
+    idle = sorted(r["gpu_idle_fraction"] for r in ok if _number(r.get("gpu_idle_fraction")))
+    spread = f"idle {idle[0]:.0%}-{idle[-1]:.0%}" if idle else "no idle share"
+    detail = f"{len(ok) - len(missing)} of {len(ok)} cells, {spread}"
+    detail += f"; none in {', '.join(missing[:3])}" if missing else ""
+    return ("FAIL" if missing else "PASS"), "GPU work traced (busy time, idle share)", detail
+
+
 def check_side_by_side(found: list[dict]) -> Check:
     """Issue 36: on a GPU with room for them, the cells of each comparison of the matrix stage
     (experiments/gpu-check.yaml) took turns on it, window by window, their queued kernels drained at
@@ -334,6 +367,7 @@ def checks_block(work: Path, gpus: int | None) -> tuple[str, bool]:
         check_energy(found),
         check_time_to_target(found),
         check_side_by_side(found),
+        check_gpu_work(found),
         check_fp8(found),
         check_uuid(found, listed_uuids(work)),
     ]

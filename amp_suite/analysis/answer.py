@@ -30,13 +30,14 @@ judgement, the report's capability-rule claim included; none re-derives it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+from amp_suite.analysis.bound import host_bound_words
 from amp_suite.analysis.quantities import FAIL, INDICATIVE, NOT_JUDGED, ParityVerdict, Ratio
 from amp_suite.analysis.quantities import INVALID as INVALID_PARITY
 from amp_suite.analysis.summary import SummaryRow
-from amp_suite.analysis.words import evidence_words, ratio_words, reach_words
+from amp_suite.analysis.words import evidence_words, interval_words, ratio_words, reach_words, times
 from amp_suite.config.precisions import AMP_MODES, BF16_BASELINE, FP8_MODES, MODE_BY_NAME, REFERENCE
 from amp_suite.hardware.capability import recommend
 from amp_suite.records.machine import Machine
@@ -78,6 +79,8 @@ class Answer:
     rule_holds: bool | None = None  # the measurement, among the rule's modes, picks it; None: it can't tell
     rule_disagrees: str | None = None  # the sentence, when the rule and the measurement differ
     rule_note: str | None = None  # the same, beside the answer: no figure its sentence already gives
+    host_bound: bool = False  # a compared mode's step was set by the host's launches (analysis.bound)
+    arms: str = ""  # the comparisons that are arms of the same model (SummaryRow.arms)
 
 
 def answers(rows: Sequence[SummaryRow], machines: dict[str, Machine]) -> list[Answer]:
@@ -85,7 +88,28 @@ def answers(rows: Sequence[SummaryRow], machines: dict[str, Machine]) -> list[An
     groups: dict[tuple[str, str], list[SummaryRow]] = {}
     for row in rows:
         groups.setdefault((row.machine, row.setup), []).append(row)
-    return [_answer(group, machines.get(machine)) for (machine, _), group in groups.items()]
+    found = [_answer(group, machines.get(machine)) for (machine, _), group in groups.items()]
+    return [_with_arms(answer, found) for answer in found]
+
+
+def _with_arms(answer: Answer, found: Sequence[Answer]) -> Answer:
+    """A host-bound answer, with what its sibling arms measured here (the same model with CUDA graphs,
+    a fused optimizer, another layout): the remedies for the bound, already measured."""
+    siblings = [
+        other for other in found
+        if other.machine == answer.machine and other.arms == answer.arms and other.setup != answer.setup
+    ]  # fmt: skip
+    if not answer.host_bound or not siblings:
+        return answer
+    told = "; ".join(f"{other.workload} ({other.variant}): {_short(other)}" for other in siblings)
+    return replace(answer, sentence=f"{answer.sentence}. Measured here beside it: {told}")
+
+
+def _short(answer: Answer) -> str:
+    """An answer in a few words: "bf16 at 2.10x [1.95, 2.26] fp32's speed", "inconclusive"."""
+    if answer.mode is None or answer.verdict == STAY:
+        return answer.verdict if answer.mode is None else f"stay with {REFERENCE}"
+    return f"{answer.mode} at {times(answer.speedup)}{interval_words(answer.speedup_interval)} {REFERENCE}'s speed"
 
 
 def accuracy(row: SummaryRow) -> Accuracy:
@@ -133,16 +157,32 @@ def speed(row: SummaryRow, reference: SummaryRow) -> Speed:
 
 
 def machine_moved(row: SummaryRow, reference: SummaryRow) -> str | None:
-    """What says the machine changed while either mode was timed, in words, or None."""
+    """What says the machine changed while either mode was timed, in words, or None. A host-bound
+    side's spread is the host's jitter (analysis.bound), not a sign that the machine changed."""
     moved = []
     for side in (reference, row):
-        if side.noisy and side.throughput_range is not None:
+        if side.noisy and side.throughput_range is not None and not host_bound(side):
             low, high = side.throughput_range
             moved.append(f"{side.precision} ran between {low:,.0f} and {high:,.0f} {side.unit}")
         changes = [reason for reason in side.throttle_reasons if reason not in STEADY_LIMITS]
         if changes:
             moved.append(f"the GPU slowed down ({', '.join(changes)}) while {side.precision} was timed")
     return "; ".join(moved) or None
+
+
+def host_bound(row: SummaryRow) -> bool:
+    return row.bound is not None and row.bound.host_bound
+
+
+def _host_words(compared: Sequence[SummaryRow], reference: SummaryRow) -> str:
+    """Where a compared mode was host-bound: every mode's bound with its figures, the GPU work each
+    saved against fp32 where traced, and what would move the bound; else ""."""
+    if not any(host_bound(r) for r in compared):
+        return ""
+    sides = [reference, *(r for r in compared if r is not reference)]
+    saved = [f"{r.precision} {ratio_words(r.gpu_work_ratio)}" for r in sides[1:] if r.gpu_work_ratio is not None]
+    cut = f" The GPU's own work per step, cut against {REFERENCE}'s: {', '.join(saved)}" if saved else ""
+    return f". {host_bound_words([(r.precision, r.bound) for r in sides])}{cut}"
 
 
 def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
@@ -168,12 +208,14 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
     if not candidates:
         return Answer(**where, **_no_mode(), sentence=f"no answer: {_invalid_words(invalid)}")
     judged = _judge(candidates, reference, machine)
-    chosen, sentence = judged.chosen, judged.sentence
+    chosen, sentence = judged.chosen, judged.sentence + _host_words(candidates, reference)
     if invalid:
         sentence += f"; {_invalid_words(invalid)}"
     rule, holds, disagrees, note = _rule(machine, candidates, reference, said=judged.named)
     return Answer(
         **where,
+        host_bound=any(host_bound(r) for r in candidates),
+        arms=first.arms,
         verdict=judged.verdict,
         mode=chosen and chosen.precision,
         **_speedup_fields(chosen and chosen.speedup),
@@ -216,6 +258,8 @@ def _judge(candidates: list[SummaryRow], reference: SummaryRow, machine: Machine
     if unclear:
         found = speeds[unclear[-1].precision]
         rerun = "Rerun on a quiet machine, or with repeats: 3" if found.moved else "Rerun with repeats: 3"
+        if host_bound(unclear[-1]):  # its jitter is the host's: more of the same host decides nothing
+            rerun = "More repeats measure the host again"
         return Judgement(INCONCLUSIVE, None, unclear[-1], f"inconclusive: {found.why}. {rerun}", (unclear[-1],))
     if risky:
         sentence = f"stay with {REFERENCE}: {_risk_words(risky[-1])}"

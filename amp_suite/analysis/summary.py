@@ -22,6 +22,7 @@ from dataclasses import asdict, replace
 from pydantic import computed_field
 from pydantic.dataclasses import dataclass
 
+from amp_suite.analysis.bound import StepBound, step_bound
 from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, PASS, Difference, Parity, Ratio
 from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio
 from amp_suite.analysis.speedup import contrasts, interval
@@ -131,6 +132,11 @@ class SummaryRow:
     hook_step_ratio: float | None = None  # DDP: step time with this hook / with plain all-reduce, same world size
     hook_parity: Parity | None = None  # DDP: this hook against plain all-reduce, same world size and precision
     gpu_type: str | None = None  # the GPU type a Ray fleet was asked to run the cell on (matrix `machines:`)
+    gpu_busy_ms: float | None = None  # the GPU's own work per step (its traced kernels), mean over seeds
+    gpu_idle_fraction: float | None = None  # share of the step the GPU sat idle, mean over seeds
+    gpu_work_ratio: Ratio | None = None  # fp32's GPU work per step / this mode's: what the mode saved the GPU
+    bound: StepBound | None = None  # what set the step's pace (analysis.bound); None off a GPU or where unknown
+    arms: str = ""  # the setup but how it ran (compile mode, layout, optimizer kernel, label): its arms share it
     time_to_target: TimeToTarget | None = None  # where the workload declares a target (analysis.time_to_target)
 
     def as_dict(self) -> dict[str, object]:
@@ -193,6 +199,19 @@ def setup_key(record: CellRecord, excludes: tuple[str, ...] = SETUP_EXCLUDES) ->
         config["workload"] = {k: v for k, v in config["workload"].items() if k not in WORKLOAD_SETUP_EXCLUDES}
     if not config:  # a record without its config: as specific as the record allows
         config = {"workload": record.workload, "batch_size": record.batch_size, "steps": record.steps}
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+
+
+# An arm of a comparison differs from its siblings only in how it runs: the remedies a matrix measures
+# side by side (CUDA graphs, channels_last, the fused optimizer), under a label of its own.
+ARM_EXCLUDES = (*WORKLOAD_SETUP_EXCLUDES, "label", "fused_optimizer")
+
+
+def arms_key(record: CellRecord) -> str:
+    """The setup without how it ran: the comparisons that are arms of one model, batch and data."""
+    config = {k: v for k, v in record.config.items() if k not in (*SETUP_EXCLUDES, "compile", "channels_last")}
+    if isinstance(config.get("workload"), dict):
+        config["workload"] = {k: v for k, v in config["workload"].items() if k not in ARM_EXCLUDES}
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -280,6 +299,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         compile=group[0].compile,
         channels_last=group[0].channels_last,
         gpu_type=group[0].config.get("machine"),
+        arms=arms_key(group[0]),
         status=_status(group),
         reason=next((r.reason for r in group if r.reason), None),
         runs=len(ok),
@@ -307,8 +327,45 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         val_metric=mean_of([r.val_metric for r in ok]),
         grad_underflow_fraction=mean_of([r.grad_underflow_fraction for r in ok]),
         skipped_steps=mean_of([r.skipped_steps for r in ok]),
+        **_gpu_work(group, fp32),
         **_against_fp32(precision, group, fp32, _rule(group + fp32, rule)),
     )
+
+
+def _gpu_work(group: list[CellRecord], fp32: list[CellRecord]) -> dict[str, object]:
+    """The GPU's own work per step, its share idle, its ratio to fp32's on the seeds both traced,
+    and the step's bound: measured where traced, against the mean step throughput counts; else
+    inferred from MFU, against the median step. None of it off a GPU."""
+    busy, fp32_busy = _per_seed(group, "gpu_busy_ms_per_step"), _per_seed(fp32, "gpu_busy_ms_per_step")
+    saved = paired_ratio(fp32_busy, busy)
+    found = {
+        "gpu_busy_ms": mean_of(busy.values()),
+        "gpu_idle_fraction": mean_of(_per_seed(group, "gpu_idle_fraction").values()),
+        "gpu_work_ratio": None if saved is None else Ratio(saved, BASELINE, seeds=len(busy.keys() & fp32_busy.keys())),
+    }
+    if group[0].device != "cuda" and not busy:  # a CPU: its "device" is the host
+        return found
+    step = _mean_step_ms(group) if busy else mean_of(_per_seed(group, "step_time_ms_p50").values())
+    found["bound"] = step_bound(
+        step,
+        found["gpu_busy_ms"],
+        found["gpu_idle_fraction"],
+        mfu=mean_of(_per_seed(group, "mfu").values()),
+        matmul_share=mean_of(_per_seed(group, "matmul_flop_share").values()),
+        power_w=mean_of(_per_seed(group, "power_w").values()),
+    )
+    return found
+
+
+def _mean_step_ms(group: list[CellRecord]) -> float | None:
+    """The mean step throughput counts (every device's samples per step over samples per second),
+    mean over seeds: what a cell's idle share is a share of."""
+    steps = {}
+    for record in group:
+        if record.status == "ok" and record.throughput and record.batch_size:
+            samples = (record.world_size or 1) * record.batch_size
+            steps.setdefault(record.seed, []).append(samples * 1e3 / record.throughput)
+    return mean_of(statistics.fmean(values) for values in steps.values())
 
 
 def _speedup(group: list[CellRecord], baseline: list[CellRecord], name: str, itself: bool) -> Ratio | None:

@@ -32,6 +32,7 @@ from amp_suite.data import DeviceBatches, batch_order, order_hash
 from amp_suite.instruments import Readings, TimedRegion, instrumented, region_instruments
 from amp_suite.instruments.diagnostics.dtype_audit import audit_step
 from amp_suite.instruments.diagnostics.flops import count_step_flops
+from amp_suite.instruments.diagnostics.gpu_work import GpuWork
 from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
 from amp_suite.instruments.diagnostics.nonfinite import first_nonfinite_step
 from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
@@ -136,10 +137,13 @@ def measure_session(
     trainer = session.trainer if wrap is None else wrap(session.trainer)
 
     held_back = turns_before_timing(spec.warmup_steps) if turns.shared else 0
-    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, progress, held_back)
+    # The GPU's own work is traced in warmup steps the cell runs alone on the device: side by side,
+    # those kept back for its first turn; else the last ones.
+    gpu_work = GpuWork(device)
+    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, progress, held_back, gpu_work)
     if before_timed is not None:
         before_timed()
-    warmup = _concatenated(warmup, _first_turns(turns, trainer, batches, device, held_back))
+    warmup = _concatenated(warmup, _first_turns(turns, trainer, batches, device, held_back, gpu_work))
     timer = make_step_timer(device, spec.steps)
     target = spec.workload.target
     edges = window_edges(spec.steps)
@@ -192,6 +196,7 @@ def measure_session(
             "training": trained_fields(session, loss_curve, validation),
             "time to target": evaluation_fields(session, spec, evaluations, timer.spans, validation),
             "instruments": readings.fields(TimedRegion(timed, spec.batch_size)),  # this device and its own samples
+            "GPU work": gpu_work.fields(span_s * 1e3 / timed),  # against the step throughput counts
             "precision policy": policy.telemetry(),
         }
     )
@@ -300,30 +305,37 @@ def warm_up(
     device: torch.device,
     progress: Progress,
     held_back: int = 0,
+    gpu_work: GpuWork | None = None,
 ) -> tuple[Curves, int | None, float]:
     """The warmup steps but the last `held_back` (side by side, they run in a round of turns):
     (their losses and gradient norms, host syncs per step, seconds). The last one counts host
-    syncs, once first-step work (cuDNN tuning, lazy optimizer state) is done."""
+    syncs, once first-step work (cuDNN tuning, lazy optimizer state) is done; with none held back,
+    `gpu_work` traces the ones before it."""
     clock = time.perf_counter()
     steps = spec.warmup_steps - held_back
     counted = min(1, steps)
-    first = trainer.run(batches, steps - counted, on_step=lambda n: progress("warmup", n, spec.warmup_steps))
+    done = iter(range(1, steps + 1))
+
+    def train(count: int) -> Curves:
+        return trainer.run(batches, count, on_step=lambda _: progress("warmup", next(done), spec.warmup_steps))
+
+    first = gpu_work.run(train, steps - counted) if gpu_work and not held_back else [train(steps - counted)]
     with count_host_syncs(device, trainer.optimizer) as syncs:
         last = trainer.run(batches, counted)
     progress("warmup", steps, spec.warmup_steps)
     if device.type == "cuda":
         torch.cuda.synchronize(device)  # warmup work must not spill into the measured region
-    return _concatenated(first, last), syncs.count if counted else None, time.perf_counter() - clock
+    return _concatenated(*first, last), syncs.count if counted else None, time.perf_counter() - clock
 
 
 def _first_turns(
-    turns: Turns, trainer: Trainer, batches: DeviceBatches, device: torch.device, held_back: int
+    turns: Turns, trainer: Trainer, batches: DeviceBatches, device: torch.device, held_back: int, gpu_work: GpuWork
 ) -> Curves:
     """Ready, then the turn for the warmup steps kept back (side by side: a round of turns before
-    any is timed), then the turn for the first window; the kept-back steps' curves."""
+    any is timed; `gpu_work` traces them), then the turn for the first window; the kept-back steps' curves."""
     ready(turns, held(device))
     turns.take()
-    curves = trainer.run(batches, held_back)
+    curves = _concatenated(*gpu_work.run(lambda count: trainer.run(batches, count), held_back))
     if held_back:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -332,8 +344,8 @@ def _first_turns(
     return curves
 
 
-def _concatenated(first: Curves, then: Curves) -> Curves:
-    return torch.cat([first[0], then[0]]), torch.cat([first[1], then[1]])
+def _concatenated(*parts: Curves) -> Curves:
+    return torch.cat([losses for losses, _ in parts]), torch.cat([norms for _, norms in parts])
 
 
 def first_bad_step(policy: PrecisionPolicy, warmup: Curves, measured: Curves) -> int | None:

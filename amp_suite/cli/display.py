@@ -133,6 +133,8 @@ def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[
     """Every column, with how much it is needed: the cell (workload and, where not eager, how it
     ran), its precision and status, then the speedup and parity, then the rest."""
     with_target = any(row.time_to_target is not None for row in rows)
+    bounds = any(row.bound is not None for row in rows)  # GPU rows; a CPU's tables keep their columns
+    traced = any(row.gpu_work_ratio is not None for row in rows)
     # Another baseline than fp32 gets a column where a row but its own is measured against it.
     others = [b for b in SPEED_BASELINES if b != REFERENCE and any(b in r.speedups and r.precision != b for r in rows)]
     return [  # left to right as read; `keep` says which go first when the terminal is narrow
@@ -148,6 +150,8 @@ def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[
         Column("validation", [_validation(row) for row in rows], 50),
         Column("parity: delta / margin", [_parity(row) for row in rows], 97, right=False),
         *([Column("to target", [_to_target(row) for row in rows], 85)] if with_target else []),
+        *([Column("bound", [_bound(row) for row in rows], 95, right=False)] if bounds else []),
+        *([Column(f"GPU work vs {REFERENCE}", [ratio_words(r.gpu_work_ratio) for r in rows], 80)] if traced else []),
         Column("grads < fp16", [_number(row.grad_underflow_fraction, "{:.1%}") for row in rows], 10),
     ]  # fmt: skip
 
@@ -158,11 +162,23 @@ def _cell(row: SummaryRow, rows: Sequence[SummaryRow]) -> str:
     return row.workload + ("" if row.variant == EAGER else f", {row.variant}") + matrix
 
 
+def _bound(row: SummaryRow) -> str:
+    """"host-bound 86% idle" where the GPU's work was traced; "host-bound (MFU)" where inferred."""
+    if row.bound is None:
+        return "-"
+    if row.bound.measured and row.bound.idle_fraction is not None:
+        return f"{row.bound.bound} {row.bound.idle_fraction:.0%} idle"
+    return f"{row.bound.bound} (MFU)"
+
+
 def _status(row: SummaryRow, notes: dict[str, int]) -> str:
     """The status, its reason as a numbered note (printed once under the tables), and whether its
-    throughput was noisy (the spread of its windows or of its speedup beyond 10%) or the GPU throttled."""
+    throughput was noisy (the spread of its windows or of its speedup beyond 10%) or the GPU throttled.
+    A host-bound row's spread is the host's jitter, not a noisy machine (analysis.bound)."""
     reference = f"[{notes.setdefault(row.reason, len(notes) + 1)}]" if row.reason else ""
     noisy = f"noisy {row.spread:.0%}" if row.spread is not None else "noisy"  # the spread it measured
+    if row.bound is not None and row.bound.host_bound:
+        noisy = f"host jitter {row.spread:.0%}" if row.spread is not None else "host jitter"
     flags = ", ".join(flag for flag, on in ((noisy, row.noisy), ("throttled", row.throttled)) if on)
     text = " ".join(part for part in (row.status + (f", {flags}" if flags else ""), reference) if part)
     return f"[{STATUS_STYLE.get(row.status, 'white')}]{escape(plain(text))}[/]"

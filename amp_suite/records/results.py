@@ -122,7 +122,19 @@ class CellRecord(BaseModel):
         " convolutions and attention: FlopCounterMode's count over all; on the diagnostics micro-batch",
     )
     host_syncs_per_step: int | None = measured(
-        "syncs", "times one training step made the host wait for the device (fp16's GradScaler: 1)", topic="timing"
+        "syncs",
+        "times one training step made the host wait for the device (fp16's GradScaler: 1; 0 with a fused optimizer)",
+        topic="timing",
+    )
+    gpu_busy_ms_per_step: float | None = measured(
+        "ms",
+        "the GPU's own work per step: the union of its kernels', copies' and fills' intervals on the device"
+        " timeline, over warmup steps traced with CUPTI (instruments.diagnostics.gpu_work); None off a GPU",
+        topic="timing",
+    )
+    gpu_idle_fraction: float | None = measured(
+        "fraction", "share of the timed steps' mean step the GPU sat idle: 1 - gpu_busy_ms_per_step / that step",
+        topic="timing",
     )
     tflops: float | None = measured("TFLOP/s", "achieved TFLOP/s over the measured steps")
     peak_tflops: float | None = Field(None, description="the GPU's dense datasheet peak for this math mode")

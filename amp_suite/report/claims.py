@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from amp_suite.analysis.answer import NO_ANSWER, answers
+from amp_suite.analysis.bound import GPU_BOUND
 from amp_suite.analysis.quantities import FAIL, PASS
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.analysis.words import reach_words, times
@@ -41,7 +42,6 @@ class Thresholds:
     tensor_core_low: float = 1.5  # "on the order of 1.5-3x" ...
     tensor_core_high: float = 3.0  # ... against TF32 where the GPU has it (as published), else fp32
     little_gain: float = 1.2  # "little gain": the best AMP mode is at most this much faster than fp32
-    launch_bound_step_ms: float = 10.0  # an fp32 step shorter than this is launch-bound, longer compute-bound
     memory_ratio: float = 1.0  # "lowers peak memory": the median AMP/fp32 peak-memory ratio is below this
     underflow_fraction: float = 0.01  # a workload "has small gradients" when this share is below fp16's floor
     comm_bound_share: float = 0.5  # DDP: communication "is the bottleneck" when it takes at least this share of a step
@@ -79,17 +79,28 @@ class Evidence:
     def ok(self, precisions: Sequence[str]) -> list[SummaryRow]:
         return [row for row in self.rows if row.precision in precisions and row.runs]
 
-    def fp32_step_ms(self, setup: str) -> float | None:
-        return next((r.step_time_ms for r in self.rows if r.setup == setup and r.precision == REFERENCE), None)
+    def reference(self, setup: str) -> SummaryRow | None:
+        return next((r for r in self.rows if r.setup == setup and r.precision == REFERENCE), None)
 
-    def compute_bound(self, row: SummaryRow, t: Thresholds) -> bool:
-        """A matmul-heavy kind, at a size where its fp32 step is not dominated by launches."""
-        step = self.fp32_step_ms(row.setup)
-        return row.setup in self.matmul_heavy and step is not None and step >= t.launch_bound_step_ms
+    def compute_bound(self, row: SummaryRow) -> bool:
+        """A matmul-heavy kind whose step was the GPU's, in this mode and in fp32 (analysis.bound:
+        measured from the GPU's traced work, else inferred from MFU; never from a step time, which a
+        slow host makes long)."""
+        reference = self.reference(row.setup)
+        return row.setup in self.matmul_heavy and _gpu_bound(row) and reference is not None and _gpu_bound(reference)
 
-    def launch_bound(self, row: SummaryRow, t: Thresholds) -> bool:
-        step = self.fp32_step_ms(row.setup)
-        return step is not None and step < t.launch_bound_step_ms
+    def launch_bound(self, row: SummaryRow) -> bool:
+        """The mode's step was set by the host's kernel launches, not by the GPU's work."""
+        return row.bound is not None and row.bound.host_bound
+
+    def host_bound_words(self, rows: Sequence[SummaryRow]) -> str:
+        """The host-bound rows among these, with their figures, as a clause ("" where none is)."""
+        host = [f"{r.where} {r.precision} {r.bound.words()}" for r in rows if self.launch_bound(r)]
+        return f"; host-bound, so not the GPU's speed: {'; '.join(host)}" if host else ""
+
+
+def _gpu_bound(row: SummaryRow) -> bool:
+    return row.bound is not None and row.bound.bound == GPU_BOUND
 
 
 Verdict = tuple[ClaimVerdict, str]
@@ -114,13 +125,14 @@ def tensor_core_speedup(e: Evidence, t: Thresholds) -> Verdict:
     if not e.machine.tensor_cores:
         return NOT_MEASURED, "this device has no tensor cores"
     baseline = TF32_BASELINE if e.machine.tf32 else REFERENCE  # what published figures divide by on this GPU
-    rows = [r for r in e.ok(AMP_MODES) if e.compute_bound(r, t)]
+    rows = [r for r in e.ok(AMP_MODES) if e.compute_bound(r)]
     best = _best(rows, baseline)
     if not best:
         kinds = ", ".join(e.matmul_heavy_workloads) or "none in these records"
+        heavy = [r for r in e.ok(AMP_MODES) if r.setup in e.matmul_heavy]
         return NOT_MEASURED, (
-            f"no {AMP_NAMES} run with {baseline} of a matmul-heavy workload ({kinds}) whose {REFERENCE} step"
-            f" takes >= {t.launch_bound_step_ms:g} ms (smaller ones are launch-bound)"
+            f"no {AMP_NAMES} run with {baseline} of a matmul-heavy workload ({kinds}) whose steps, in both"
+            f" modes, were the GPU's own work (measured, or inferred from MFU){e.host_bound_words(heavy)}"
         )
     outside = [value for _, value in best.values() if not t.tensor_core_low <= value <= t.tensor_core_high]
     verdict = CONTRADICTED if outside else SUPPORTED
@@ -131,14 +143,13 @@ def tensor_core_speedup(e: Evidence, t: Thresholds) -> Verdict:
 def launch_bound_little_gain(e: Evidence, t: Thresholds) -> Verdict:
     if e.machine.device_type != "cuda":
         return NOT_MEASURED, "kernel-launch overhead is a GPU effect; this is a CPU"
-    best = _best([r for r in e.ok(AMP_MODES) if e.launch_bound(r, t)], REFERENCE)
+    best = _best([r for r in e.ok(AMP_MODES) if e.launch_bound(r)], REFERENCE)
     if not best:
-        short = f"{REFERENCE} step takes < {t.launch_bound_step_ms:g} ms"
-        why = f"no {AMP_NAMES} run with {REFERENCE} of a workload whose {short}"
+        why = f"no {AMP_NAMES} run with {REFERENCE} whose step was host-bound (kernel launches, not the GPU, set it)"
         return NOT_MEASURED, why
     high = [value for _, value in best.values() if value > t.little_gain]
     verdict = CONTRADICTED if high else SUPPORTED
-    where = f"where the {REFERENCE} step is launch-bound"
+    where = "where the AMP step is host-bound"
     return verdict, f"best AMP speedup over {REFERENCE} {where}: {_listing(best)} (claim: <= {t.little_gain}x)"
 
 
@@ -211,7 +222,7 @@ def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
     findings, contradicted, unclear = [], False, 0
     for answer in answers(e.rows, {e.machine.key: e.machine}):
         rows = [r for r in e.rows if r.setup == answer.setup and r.precision in RULE_MODES and r.runs]
-        if not rows or not e.compute_bound(rows[0], t) or answer.verdict == NO_ANSWER:
+        if not rows or not all(e.compute_bound(r) for r in rows) or answer.verdict == NO_ANSWER:
             continue  # the article expects little from AMP on launch-bound models: not the rule's ground
         if answer.rule_holds is None:
             unclear += 1

@@ -263,8 +263,10 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
     mine = [r for r in report.rows if r.machine == machine]
     energy = any(r.energy_j_per_sample is not None for r in mine)  # GPUs with NVML's energy counter
     headers += ("energy / sample (power)",) if energy else ()
+    bounds = any(r.bound is not None for r in mine)  # GPU rows: what set the step's pace
+    headers += ("bound (evidence)", f"GPU work vs {REFERENCE}") if bounds else ()
     notes: dict[str, int] = {}
-    rows = [_result_cells(r, (report.baseline, *others), energy, notes) for r in mine]
+    rows = [_result_cells(r, (report.baseline, *others), energy, notes) + _bound_cells(r, bounds) for r in mine]
     intro = (
         "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) comes from the "
         "windows of each seed's timed steps (paired window by window where the modes ran side by side) and from "
@@ -275,7 +277,11 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
         "fp32's training time to the workload's target over this mode's (warmup steps and evaluations excluded), "
         "on the seeds both reached it, with the seeds that reached it. Noisy: a seed's throughput varied by more "
         f"than {NOISY_SPREAD:.0%} across its timed windows ((max - min) / median, the widest shown): the machine "
-        "changed under it, and no answer rests on it."
+        "changed under it, and no answer rests on it; a host-bound row's spread is its host's jitter instead. "
+        "Bound (GPU rows): host-bound where the GPU sat idle at least half the step (its kernels traced on warmup "
+        "steps), gpu-bound at most a fifth, mixed between; inferred from MFU where a record has no trace. GPU "
+        f"work vs {REFERENCE}: {REFERENCE}'s GPU busy time per step over this mode's, the speedup a host that "
+        "keeps the GPU fed would see."
     )
     footnotes = [f"[{number}] {reason}" for reason, number in notes.items()]
     return Section(f"Results on {label}", intro, headers, rows, footnotes)
@@ -357,6 +363,12 @@ def _ddp_cells(row: SummaryRow, label: str) -> list[str]:
         times(row.hook_step_ratio),
         verdict_words(row.hook_parity),
     ]
+
+
+def _bound_cells(row: SummaryRow, shown: bool) -> list[str]:
+    if not shown:
+        return []
+    return [row.bound.words() if row.bound else "-", ratio_words(row.gpu_work_ratio)]
 
 
 def _share(value: float | None) -> str:
@@ -474,6 +486,8 @@ def _status(row: SummaryRow, notes: dict[str, int]) -> str:
     """The status, with its reason as a numbered note (a skip reason repeats on many rows), and
     whether its throughput was noisy."""
     noisy = f", noisy (spread {row.spread:.0%})" if row.noisy and row.spread is not None else ", noisy" * row.noisy
+    if row.noisy and row.bound is not None and row.bound.host_bound:  # the host's jitter, not a moving machine
+        noisy = noisy.replace("noisy", "host jitter")
     status = row.status + noisy + (", throttled" if row.throttled else "")
     if not row.reason:
         return status

@@ -26,6 +26,7 @@ from amp_suite.records.schema import fields_of
 MEASURED = fields_of(CellRecord, role="measured")  # every quantity a cell measured, as declared
 DIAGNOSTICS = "diagnostics.json"
 SPEEDUP = "speedup"  # throughput over fp32's, from the summary
+GPU_WORK = "gpu_work_vs_fp32"  # fp32's GPU busy time per step over this mode's, from the summary (GPU cells)
 PEAK_MEMORY = "peak_memory_mb"
 TIME_TO_TARGET = "time_to_target_s"
 TRAIN_LOSS = "train_loss"  # the one curve: a metric's history, per step
@@ -51,7 +52,7 @@ def val_metric_key(record: CellRecord) -> str:
 def charted_names(record: CellRecord) -> set[str]:
     """Every metric key a cell's run may carry: its charts and its columns."""
     throughput = throughput_metric(natural_throughput(record)[1])
-    return {throughput, SPEEDUP, *CHARTED_FIELDS, val_metric_key(record), TRAIN_LOSS}
+    return {throughput, SPEEDUP, GPU_WORK, *CHARTED_FIELDS, val_metric_key(record), TRAIN_LOSS}
 
 
 def record_metrics(record: CellRecord) -> list[Metric]:
@@ -76,6 +77,8 @@ def verdict_metrics(record: CellRecord, row: SummaryRow) -> list[Metric]:
     from fp32's runs (known only now, so the cell could not log it when it ended)."""
     reference = row.speedups.get(REFERENCE)
     metrics = [(SPEEDUP, reference.value, 0)] if reference is not None else []
+    if row.gpu_work_ratio is not None:  # the speedup a host that keeps the GPU fed would see
+        metrics.append((GPU_WORK, row.gpu_work_ratio.value, 0))
     if (reach := row.time_to_target) is not None and record.target is None:
         if (point := crossing(record, reach.target)) is not None:
             metrics.append((TIME_TO_TARGET, point.train_s, 0))
@@ -109,6 +112,8 @@ def verdict_line(record: CellRecord, row: SummaryRow | None) -> str:
     parts += [f"parity {parity_words(row.parity)}", _memory(row.peak_memory_mb, row.memory_ratio)]
     if row.time_to_target is not None:
         parts.append(f"speedup to target {target_words(row.time_to_target)}")
+    if row.bound is not None:
+        parts.append(row.bound.words())
     return " · ".join(parts)
 
 

@@ -276,6 +276,8 @@ class MlflowStore:
                 tags |= {"parity": p.verdict, "parity_invalid": p.invalid.words if p.invalid else None}
             if row.time_to_target is not None:
                 tags["target"] = row.time_to_target.described
+            if row.bound is not None:
+                tags["bound"] = row.bound.bound
             self._batch(run_id, tags=tags, metrics=cell_view.verdict_metrics(record, row), timestamp=_millis(stamp))
             diagnostics = cell_view.record_diagnostics(record) | cell_view.verdict_diagnostics(record, row)
             self.client.log_dict(run_id, json_safe(diagnostics), cell_view.DIAGNOSTICS)

@@ -34,11 +34,13 @@ def rn50(channels_last: bool, batch: int = 256, label: str | None = None) -> dic
 
 MLP = {"workload": "mlp", "hidden": 32, "depth": 2, "batch_sizes": [64], "samples": 256}
 STEADY = (0.99, 1.01, 1.0, 0.995, 1.005, 1.0)  # six windows of a quiet machine's timed steps, relative
+GPU_BOUND_IDLE = 0.05  # a GPU record's idle share unless `idle=` says otherwise: the GPU set the pace
 
 
 def records(machine: Machine, workload: dict, results: dict[str, list[tuple[float, float]]], **extra) -> list:
     """FIXTURE records: precision -> [(throughput in samples/s, validation accuracy) per seed], each
-    with six windows around its throughput (`windows=`: their factors; STEADY by default)."""
+    with six windows around its throughput (`windows=`: their factors; STEADY by default); on a GPU,
+    with its traced work per step, the GPU idle `idle=` of the step (GPU_BOUND_IDLE by default)."""
     repeats = max(len(seeds) for seeds in results.values())
     spec = {"name": "fixture", "steps": 10, "repeats": repeats, "precisions": list(results), "workloads": [workload]}
     cells = Matrix.model_validate(spec).cells(machine.device_type, force=True)
@@ -48,10 +50,13 @@ def records(machine: Machine, workload: dict, results: dict[str, list[tuple[floa
         if cell.seed >= len(seeds):
             continue
         throughput, accuracy = seeds[cell.seed]
+        step_ms = 1000 * cell.batch_size / throughput
+        idle = extra.get("idle", GPU_BOUND_IDLE) if machine.device_type == "cuda" else None
+        traced = {} if idle is None else {"gpu_busy_ms_per_step": step_ms * (1 - idle), "gpu_idle_fraction": idle}
         made.append(
             CellRecord.for_spec(
                 cell, "ok", record_id=f"fixture-{next(FIXTURE_IDS)}", machine=machine, parity_rule=ParityConfig(),
-                throughput=throughput, step_time_ms_p50=1000 * cell.batch_size / throughput,
+                throughput=throughput, step_time_ms_p50=step_ms, **traced,
                 throughput_windows=[throughput * f for f in extra.get("windows", STEADY)],
                 val_metric=accuracy, val_metric_name="val_accuracy",
                 val_higher_is_better=True, peak_memory_mb=extra.get("memory", {}).get(cell.precision, 1000.0),

@@ -16,7 +16,7 @@ design (reading them costs no sync on a GPU either).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -37,7 +37,7 @@ def count_host_syncs(device: torch.device, optimizer: torch.optim.Optimizer) -> 
         with _cuda_sync_warnings(counter):
             yield counter
     else:
-        with _host_reads(counter, _step_counters(optimizer)):
+        with _host_reads(counter, lambda: _step_counters(optimizer)):
             yield counter
 
 
@@ -55,14 +55,16 @@ def _cuda_sync_warnings(counter: SyncCount) -> Iterator[None]:
 
 
 @contextmanager
-def _host_reads(counter: SyncCount, exempt: set[int]) -> Iterator[None]:
+def _host_reads(counter: SyncCount, exempt: Callable[[], set[int]]) -> Iterator[None]:
+    """Counts reads but of the tensors `exempt()` names when they happen: an optimizer makes its step
+    counters in its first step, so a count that starts before it would miss them."""
     originals = {name: getattr(torch.Tensor, name) for name in _HOST_READS}
 
     def counted(name: str):
         original = originals[name]
 
         def read(tensor: torch.Tensor, *args, **kwargs):
-            if id(tensor) not in exempt:
+            if id(tensor) not in exempt():
                 counter.count += 1
             return original(tensor, *args, **kwargs)
 

@@ -91,6 +91,37 @@ def test_a_noisy_cell_carries_no_recommendation_and_the_answer_says_how_the_mach
     )
 
 
+def test_a_host_bound_cells_spread_is_its_hosts_jitter_and_the_answer_names_the_bound_instead():
+    """The busy machine above, on a GPU whose every step the host set (the GPU idle 80% of it): the same
+    spread is the host's jitter, not a machine that moved. The answer decides on the interval, names the
+    bound with each mode's figures and the GPU work saved, and what would change it."""
+    fp32 = records(A100, MLP, {"fp32": [(750.0, 0.9)]}, windows=(0.67, 1.33, 0.7, 1.3, 0.68, 1.32), idle=0.8)
+    bf16 = records(A100, MLP, {"bf16": [(1500.0, 0.9)]}, idle=0.8)
+    (answer,) = build_report([r.updated(noisy=True) for r in fp32] + bf16, []).answer
+    assert "machine changed" not in answer.sentence and "quiet machine" not in answer.sentence
+    assert "bf16 host-bound: kernel launches, not the GPU, set the pace (fp32 host-bound (GPU busy" in answer.sentence
+    assert "What would change it: CUDA graphs (compile: reduce-overhead)" in answer.sentence
+    assert "The GPU's own work per step, cut against fp32's: bf16 " in answer.sentence
+    # Unclear on a host-bound pair: more of the same host decides nothing, and the answer says so.
+    close = records(A100, MLP, {"fp32": [(1000.0, 0.9)], "bf16": [(1030.0, 0.9)]}, idle=0.8,
+                    windows=(0.9, 1.1, 0.92, 1.08, 0.95, 1.05))  # fmt: skip
+    (answer,) = build_report(close, []).answer
+    assert answer.verdict == "inconclusive" and "More repeats measure the host again" in answer.sentence
+    assert "Rerun" not in answer.sentence
+
+
+def test_a_host_bound_answer_cites_its_arms_that_measured_the_remedies():
+    """The same MLP eager (host-bound) and fused under CUDA graphs (the GPU's pace): the eager answer
+    says what the remedy arm measured; the arm's own answer, not host-bound, cites nothing."""
+    eager = records(A100, MLP, {"fp32": three(1000.0), "bf16": three(1020.0)}, idle=0.8)
+    graphs = {**MLP, "label": "mlp-graphs", "fused_optimizer": True, "compile": ["reduce-overhead"]}
+    remedied = records(A100, graphs, {"fp32": three(1500.0), "bf16": three(3000.0)})
+    found = {a.workload: a for a in build_report(eager + remedied, []).answer}
+    assert found["mlp"].host_bound and not found["mlp-graphs"].host_bound
+    assert "Measured here beside it: mlp-graphs (compiled (reduce-overhead)): bf16 at 2.00x [" in found["mlp"].sentence
+    assert "Measured here beside it" not in found["mlp-graphs"].sentence
+
+
 def test_a_slower_mode_side_by_side_is_a_conclusive_fp32_however_the_machine_moved():
     """Side by side, the windows of a pair share the machine's state: their interval has the move in it."""
     made = records(CPU, MLP, {"fp32": [(1000.0, 0.9)], "bf16": [(600.0, 0.9)]}, windows=(0.5, 1.5, 0.6, 1.4, 1, 1))

@@ -32,6 +32,17 @@ def test_reads_of_device_values_count_and_the_optimizers_step_counters_do_not():
     assert torch.Tensor.item.__qualname__ == "TensorBase.item"  # restored
 
 
+def test_an_optimizers_first_step_makes_its_counters_and_reading_them_is_no_sync():
+    """Side by side with a short warmup, the counted step can be the cell's first: the counters the
+    optimizer makes in it are exempt too."""
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    with count_host_syncs(CPU, optimizer) as syncs:
+        model(torch.ones(1, 4)).sum().backward()
+        optimizer.step()
+    assert optimizer.state and syncs.count == 0
+
+
 def test_gradscaler_step_reads_the_overflow_flag_once():
     model, optimizer = _adam_with_state()
     scaler = torch.amp.GradScaler("cpu")

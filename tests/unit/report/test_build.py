@@ -237,8 +237,9 @@ def test_tensor_core_speedup_is_judged_against_tf32_where_the_gpu_has_it_and_not
     assert volta.verdict == "supported" and "over fp32" in volta.evidence
     cpu = verdict(CPU, {"fp32": three(40.0), "bf16": three(80.0)})
     assert cpu.verdict == "not measured here"
-    tiny = verdict(A100, {"fp32": three(30000.0), "tf32": three(30000.0), "bf16": three(30000.0)}, rn50(True, 16))
-    assert tiny.verdict == "not measured here" and "launch-bound" in tiny.evidence  # a 0.5 ms step
+    host = build_report(records(A100, rn50(True), {"fp32": three(300.0), "bf16": three(800.0)}, idle=0.8), [])
+    assert claim(host, "tensor_core_speedup").verdict == "not measured here"  # host-bound: the host's speed
+    assert "host-bound" in claim(host, "tensor_core_speedup").evidence
 
 
 def test_a_model_by_name_is_judged_by_the_tensor_core_claim_as_it_says_or_as_it_measures():
@@ -262,12 +263,14 @@ def test_a_model_by_name_is_judged_by_the_tensor_core_claim_as_it_says_or_as_it_
 
 
 def test_launch_bound_models_gain_little():
-    little = build_report(records(A100, MLP, {"fp32": three(100_000.0), "fp16": three(105_000.0)}), [])
+    """Launch-bound is what the GPU's traced work says (idle most of the step), never the step's length."""
+    host_bound = {"idle": 0.8}
+    little = build_report(records(A100, MLP, {"fp32": three(100_000.0), "fp16": three(105_000.0)}, **host_bound), [])
     assert claim(little, "launch_bound_little_gain").verdict == "supported"
-    lots = build_report(records(A100, MLP, {"fp32": three(100_000.0), "fp16": three(200_000.0)}), [])
+    lots = build_report(records(A100, MLP, {"fp32": three(100_000.0), "fp16": three(200_000.0)}, **host_bound), [])
     assert claim(lots, "launch_bound_little_gain").verdict == "contradicted"
-    compute_bound = build_report(records(A100, MLP, {"fp32": three(1000.0), "fp16": three(2000.0)}), [])
-    assert claim(compute_bound, "launch_bound_little_gain").verdict == "not measured here"  # a 64 ms step
+    gpu_bound = build_report(records(A100, MLP, {"fp32": three(100_000.0), "fp16": three(105_000.0)}), [])
+    assert claim(gpu_bound, "launch_bound_little_gain").verdict == "not measured here"  # a 0.64 ms step, the GPU's
 
 
 def test_bf16_parity_needs_repeats_and_fails_on_a_real_degradation():

@@ -35,9 +35,11 @@ def verdict_of(made: list[CellRecord], claim_id: str) -> str:
     return found.verdict
 
 
-def runs(machine, workload, **throughputs: float) -> list[CellRecord]:
-    """Three seeds of each precision at these throughputs (samples/s), all of the same accuracy."""
-    return records(machine, workload, {precision: three(value) for precision, value in throughputs.items()})
+def runs(machine, workload, idle: float | None = None, **throughputs: float) -> list[CellRecord]:
+    """Three seeds of each precision at these throughputs (samples/s), all of the same accuracy; on a
+    GPU, the GPU idle `idle` of each step (default: GPU-bound)."""
+    shares = {} if idle is None else {"idle": idle}
+    return records(machine, workload, {precision: three(value) for precision, value in throughputs.items()}, **shares)
 
 
 def accuracy(bf16: float, seeds: int = 3) -> list[CellRecord]:
@@ -87,7 +89,8 @@ def fp8_sweep(fp8_vs_bf16: dict[int, float], machine=H100) -> list[CellRecord]:
     return made
 
 
-RN50 = rn50(True)  # at batch 256 its step is compute-bound; an MLP's 64-sample step at 100,000/s is launch-bound
+RN50 = rn50(True)
+HOST_BOUND = 0.8  # the GPU idled 80% of the step: the host's launches set the pace
 # claim -> verdict -> records that must give it. Within a claim the cases differ in one figure or
 # one fact where that is all it takes to flip the verdict.
 CASES: dict[str, dict[str, Case]] = {
@@ -97,9 +100,9 @@ CASES: dict[str, dict[str, Case]] = {
         "not measured here": lambda: runs(CPU, RN50, fp32=300.0, bf16=800.0),  # no tensor cores
     },
     "launch_bound_little_gain": {
-        "supported": lambda: runs(A100, MLP, fp32=100_000.0, fp16=110_000.0),
-        "contradicted": lambda: runs(A100, MLP, fp32=100_000.0, fp16=150_000.0),
-        "not measured here": lambda: runs(A100, MLP, fp32=1000.0, fp16=1100.0),  # a 64 ms step: not launch-bound
+        "supported": lambda: runs(A100, MLP, HOST_BOUND, fp32=100_000.0, fp16=110_000.0),
+        "contradicted": lambda: runs(A100, MLP, HOST_BOUND, fp32=100_000.0, fp16=150_000.0),
+        "not measured here": lambda: runs(A100, MLP, fp32=100_000.0, fp16=110_000.0),  # the GPU's pace
     },
     "bf16_keeps_parity": {
         "supported": lambda: accuracy(bf16=0.899),
@@ -148,6 +151,16 @@ CASES: dict[str, dict[str, Case]] = {
 def test_each_claim_gives_each_verdict_from_the_records_that_call_for_it(claim_id):
     found = {expected: verdict_of(case(), claim_id) for expected, case in CASES[claim_id].items()}
     assert found == {expected: expected for expected in CASES[claim_id]}
+
+
+def test_a_host_bound_step_is_no_evidence_for_the_tensor_core_claim_whatever_its_speedup():
+    """The supported case's figures and the contradicted case's, but host-bound: a slow host's speed,
+    not the tensor cores'. The reason names the bound and its figures (no step-time threshold)."""
+    for bf16 in (800.0, 1600.0):
+        made = runs(A100, RN50, HOST_BOUND, fp32=300.0, tf32=400.0, bf16=bf16)
+        (found,) = [c for c in build_report(made, []).claims if c.claim == "tensor_core_speedup"]
+        assert found.verdict == "not measured here", found
+        assert "bf16 host-bound (GPU busy" in found.evidence and "80% idle" in found.evidence, found.evidence
 
 
 def test_every_claim_the_report_judges_has_its_cases_here():
