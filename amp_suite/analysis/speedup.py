@@ -59,7 +59,14 @@ def contrasts(mode: Sequence[CellRecord], baseline: Sequence[CellRecord]) -> lis
 def _paired(mode: CellRecord, baseline: CellRecord) -> Contrast:
     assert mode.throughput and baseline.throughput
     log_ratio = math.log(mode.throughput / baseline.throughput)
-    return Contrast(log_ratio, *_paired_error(mode.throughput_windows, baseline.throughput_windows), True)
+    kept = _kept(mode) & _kept(baseline)  # a pair either of whose windows a hiccup hit is left out
+    pairs = [(mode.throughput_windows[i], baseline.throughput_windows[i]) for i in sorted(kept)]
+    return Contrast(log_ratio, *_paired_error(pairs), True)
+
+
+def _kept(record: CellRecord) -> set[int]:
+    """The indices of the record's windows not set aside (instruments.timers.outliers)."""
+    return set(range(len(record.throughput_windows))) - {w.window for w in record.windows_set_aside}
 
 
 def _side_by_side(a: CellRecord, b: CellRecord) -> bool:
@@ -71,11 +78,14 @@ def _side_by_side(a: CellRecord, b: CellRecord) -> bool:
 
 
 def _logs(record: CellRecord) -> list[float]:
-    return [math.log(w) for w in record.throughput_windows if w > 0]
+    windows = record.throughput_windows
+    return [math.log(windows[i]) for i in sorted(_kept(record)) if windows[i] > 0]
 
 
-def _paired_error(mode: list[float], baseline: list[float]) -> tuple[float, float]:
-    differences = [math.log(a / b) for a, b in zip(mode, baseline, strict=True)]
+def _paired_error(pairs: list[tuple[float, float]]) -> tuple[float | None, float | None]:
+    differences = [math.log(a / b) for a, b in pairs]
+    if len(differences) < 2:
+        return None, None
     return statistics.stdev(differences) / math.sqrt(len(differences)), len(differences) - 1
 
 

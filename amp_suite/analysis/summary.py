@@ -113,6 +113,7 @@ class SummaryRow:
     noisy: bool = False  # a seed's throughput varied beyond NOISY_SPREAD across the windows of its timed steps
     spread: float | None = None  # the widest such spread: (max - min) / median of a seed's windows
     throughput_range: tuple[float, float] | None = None  # the slowest and fastest window of any seed, in `unit`
+    set_aside: tuple[str, ...] = ()  # windows a hiccup hit, left out of throughput and spread, with why
     throughput_stdev: float | None = None  # seed-to-seed sample standard deviation (two or more seeds), in `unit`
     throttled: bool = False  # the GPU slowed down for power or heat during a seed's timed steps (NVML)
     throttle_reasons: tuple[str, ...] = ()  # NVML's reasons, over every seed
@@ -287,7 +288,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
     ok = [r for r in group if r.status == "ok"]
     searched = group[0].config.get("batch_size") == AUTO_BATCH  # batch_sizes auto: each at its largest
     fp32_batch = mean_of(_per_seed(fp32, "batch_size").values())
-    windows = [w * per_sample for r in ok for w in r.throughput_windows]
+    windows = [w * per_sample for r in ok for i, w in enumerate(r.throughput_windows) if i not in _aside(r)]
     metric = next((r.val_metric_name for r in group if r.val_metric_name), None)
     return SummaryRow(
         machine=machine,
@@ -318,6 +319,10 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         noisy=any(r.noisy for r in ok),
         spread=max((r.throughput_spread for r in ok if r.throughput_spread is not None), default=None),
         throughput_range=(min(windows), max(windows)) if windows else None,
+        set_aside=tuple(
+            f"seed {r.seed} window {w.window + 1} of {len(r.throughput_windows)}: {w.reason}"
+            for r in ok for w in r.windows_set_aside
+        ),  # fmt: skip
         throttled=any(r.throttled for r in ok),
         throttle_reasons=tuple(sorted({reason for r in ok for reason in r.throttle_reasons or ()})),
         energy_j_per_sample=mean_of(_per_seed(group, "energy_j_per_sample").values()),
@@ -366,6 +371,10 @@ def _mean_step_ms(group: list[CellRecord]) -> float | None:
             samples = (record.world_size or 1) * record.batch_size
             steps.setdefault(record.seed, []).append(samples * 1e3 / record.throughput)
     return mean_of(statistics.fmean(values) for values in steps.values())
+
+
+def _aside(record: CellRecord) -> set[int]:
+    return {window.window for window in record.windows_set_aside}
 
 
 def _speedup(group: list[CellRecord], baseline: list[CellRecord], name: str, itself: bool) -> Ratio | None:

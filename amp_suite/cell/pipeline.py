@@ -14,7 +14,7 @@ import copy
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -172,18 +172,24 @@ def measure_session(
     turns.finish()  # no evaluation while another cell of the comparison times its steps
     timed = timer.timed_steps  # side by side, each turn's first step is trained but not timed
     stats = step_stats(times_ms)
+    spread = Spread.of(timer.spans, edges, world * spec.batch_size)
+    # Throughput counts the windows kept: a hiccup's window is set aside, and listed (timers.Spread).
+    samples, seconds = spread.samples, spread.seconds
+    if not samples:  # no window to count by (a timer without spans): every timed step
+        samples, seconds = world * spec.batch_size * timed, span_s
+    steps_kept = samples / (world * spec.batch_size)
     loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
     progress("evaluate", 0, 1)
     validation = evaluate()
     flops = diagnostics.get("flops_per_step")
     rates = {
-        "throughput": world * spec.batch_size * timed / span_s,  # every device's samples
+        "throughput": samples / seconds,  # every device's samples
         "host_cpu_ms_per_step": host_cpu.seconds * 1e3 / timed,
         "untimed_steps": spec.steps - timed,
         "warmup_s": warmup_s,
         "host_syncs_per_step": host_syncs,
         # MFU divides FLOP/s by world size x one device's peak: the devices' together, as throughput.
-        "tflops": None if flops is None else world * flops * timed / span_s / 1e12,
+        "tflops": None if flops is None else world * flops * steps_kept / seconds / 1e12,
         "matmul_dtype": str(matmul_dtype).removeprefix("torch."),
         "batch_order_hash": order_hash(batches.order.cpu()),
     }
@@ -192,11 +198,11 @@ def measure_session(
         {
             "diagnostics": diagnostics,
             "timed steps": rates,
-            "step times": timed_fields(stats, Spread.of(timer.spans, edges, world * spec.batch_size)),
+            "step times": timed_fields(stats, spread),
             "training": trained_fields(session, loss_curve, validation),
             "time to target": evaluation_fields(session, spec, evaluations, timer.spans, validation),
             "instruments": readings.fields(TimedRegion(timed, spec.batch_size)),  # this device and its own samples
-            "GPU work": gpu_work.fields(span_s * 1e3 / timed),  # against the step throughput counts
+            "GPU work": gpu_work.fields(seconds * 1e3 / steps_kept),  # against the step throughput counts
             "precision policy": policy.telemetry(),
         }
     )
@@ -244,6 +250,7 @@ def timed_fields(stats: StepStats, spread: Spread) -> dict[str, Any]:
     return {
         "throughput_windows": spread.windows,
         "throughput_spread": spread.spread,
+        "windows_set_aside": [asdict(window) for window in spread.set_aside],
         "noisy": spread.noisy,
         "step_time_ms_p50": stats.p50_ms,
         "step_time_ms_p90": stats.p90_ms,

@@ -179,7 +179,11 @@ def _status(row: SummaryRow, notes: dict[str, int]) -> str:
     noisy = f"noisy {row.spread:.0%}" if row.spread is not None else "noisy"  # the spread it measured
     if row.bound is not None and row.bound.host_bound:
         noisy = f"host jitter {row.spread:.0%}" if row.spread is not None else "host jitter"
-    flags = ", ".join(flag for flag, on in ((noisy, row.noisy), ("throttled", row.throttled)) if on)
+    for window in row.set_aside:  # a hiccup's window, left out of its figures: said once, under the table
+        reference += f"[{notes.setdefault(f'{row.workload} {row.precision}: {window}', len(notes) + 1)}]"
+    aside = f"{len(row.set_aside)} set aside"  # windows: the notes say which and why
+    flagged = ((noisy, row.noisy), ("throttled", row.throttled), (aside, row.set_aside))
+    flags = ", ".join(flag for flag, on in flagged if on)
     text = " ".join(part for part in (row.status + (f", {flags}" if flags else ""), reference) if part)
     return f"[{STATUS_STYLE.get(row.status, 'white')}]{escape(plain(text))}[/]"
 

@@ -40,26 +40,71 @@ class Span:
         return self.end - self.first
 
 
+# A window is set aside when it lies further from the median window than OUTLIER_SPREADS robust
+# spreads (1.4826 x the median absolute deviation: a standard deviation where the windows are
+# normal) and further than NOISY_SPREAD (alone it would make the cell noisy): a hiccup (another
+# process's burst, a page-cache flush) that hit one window, not the cell's speed. At most one
+# window in SET_ASIDE_SHARE, and none of fewer than MIN_WINDOWS_TO_SET_ASIDE: a cell whose windows
+# scatter widely stays noisy.
+OUTLIER_SPREADS = 4.0
+SET_ASIDE_SHARE = 6
+MIN_WINDOWS_TO_SET_ASIDE = 5
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A window left out of the cell's throughput, spread and pairs, and why."""
+
+    window: int  # its index among the windows
+    samples_per_s: float
+    reason: str
+
+
 @dataclass(frozen=True)
 class Spread:
-    windows: list[float]  # throughput (samples/s) of each window of the timed steps
-    spread: float | None  # (max - min) / median of the windows; None with fewer than 2 windows
+    windows: list[float]  # throughput (samples/s) of each window of the timed steps, every one
+    spread: float | None  # (max - min) / median of the windows kept; None with fewer than 2
     noisy: bool
+    set_aside: tuple[SetAside, ...] = ()
+    samples: int = 0  # over the windows kept: what throughput counts
+    seconds: float = 0.0
 
     @classmethod
     def of(cls, spans: list[Span], edges: list[int], samples_per_step: int) -> Spread:
         """Each window's rate over the spans that begin in it: the timed steps' own time, as
-        throughput counts it, without the pauses between runs."""
-        rates = []
+        throughput counts it, without the pauses between runs; a hiccup's window set aside."""
+        windows: list[tuple[float, int, float]] = []  # (rate, samples, seconds)
         for start, end in zip(edges, edges[1:], strict=False):
             inside = [span for span in spans if start <= span.first < end]
             seconds = sum(span.seconds for span in inside)
             if seconds > 0:
-                rates.append(samples_per_step * sum(span.steps for span in inside) / seconds)
-        if len(rates) < 2:
-            return cls(rates, None, False)
-        spread = (max(rates) - min(rates)) / statistics.median(rates)
-        return cls(rates, spread, spread > NOISY_SPREAD)
+                samples = samples_per_step * sum(span.steps for span in inside)
+                windows.append((samples / seconds, samples, seconds))
+        rates = [rate for rate, _, _ in windows]
+        set_aside = outliers(rates)
+        kept = [w for index, w in enumerate(windows) if index not in {s.window for s in set_aside}]
+        samples, seconds = sum(w[1] for w in kept), sum(w[2] for w in kept)
+        if len(kept) < 2:
+            return cls(rates, None, False, set_aside, samples, seconds)
+        kept_rates = [rate for rate, _, _ in kept]
+        spread = (max(kept_rates) - min(kept_rates)) / statistics.median(kept_rates)
+        return cls(rates, spread, spread > NOISY_SPREAD, set_aside, samples, seconds)
+
+
+def outliers(rates: list[float]) -> tuple[SetAside, ...]:
+    """The windows a hiccup hit (see OUTLIER_SPREADS), furthest first, at most one in SET_ASIDE_SHARE."""
+    if len(rates) < MIN_WINDOWS_TO_SET_ASIDE:
+        return ()
+    median = statistics.median(rates)
+    robust = 1.4826 * statistics.median(abs(rate - median) for rate in rates)
+    limit = max(OUTLIER_SPREADS * robust, NOISY_SPREAD * median)
+    distance = [abs(rate - median) for rate in rates]
+    far = sorted((i for i in range(len(rates)) if distance[i] > limit), key=lambda i: -distance[i])
+    return tuple(
+        SetAside(i, rates[i], f"{abs(rates[i] / median - 1):.0%} {'below' if rates[i] < median else 'above'} the"
+                 f" median window ({median:,.0f} samples/s), beyond {OUTLIER_SPREADS:g} robust spreads: a hiccup")
+        for i in sorted(far[: max(1, len(rates) // SET_ASIDE_SHARE)])
+    )  # fmt: skip
 
 
 def step_stats(times_ms: list[float]) -> StepStats:

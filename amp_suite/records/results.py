@@ -61,6 +61,16 @@ def first_reaching(curve: list[EvalPoint], target: float, higher_is_better: bool
     return next((p for p in curve if (p.metric >= target if higher_is_better else p.metric <= target)), None)
 
 
+class SetAsideWindow(BaseModel):
+    """A window of the timed steps left out of the cell's figures, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    window: int = Field(ge=0)  # its index in throughput_windows
+    samples_per_s: float
+    reason: str = Field(max_length=500)
+
+
 class CellRecord(BaseModel):
     # JSON has no NaN or infinity: they travel as strings (the documented dialect of results.jsonl).
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
@@ -97,8 +107,15 @@ class CellRecord(BaseModel):
         default_factory=list, max_length=MAX_CURVE_POINTS,
         description="samples/s in each window of the timed steps (config.base.window_edges)",
     )  # fmt: skip
-    throughput_spread: float | None = Field(None, description="(max - min) / median of throughput_windows")
+    throughput_spread: float | None = Field(
+        None, description="(max - min) / median of throughput_windows, those set aside left out"
+    )
     noisy: bool | None = Field(None, description="throughput_spread above config.NOISY_SPREAD")
+    windows_set_aside: list[SetAsideWindow] = Field(
+        default_factory=list, max_length=MAX_CURVE_POINTS,
+        description="windows a hiccup hit, left out of throughput, its spread and the speedup's pairs"
+        " (instruments.timers.outliers)",
+    )  # fmt: skip
     side_by_side_id: str | None = Field(
         None, description="the comparison this cell took turns in, window by window (execution.side_by_side)"
     )

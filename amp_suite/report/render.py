@@ -489,6 +489,8 @@ def _status(row: SummaryRow, notes: dict[str, int]) -> str:
     if row.noisy and row.bound is not None and row.bound.host_bound:  # the host's jitter, not a moving machine
         noisy = noisy.replace("noisy", "host jitter")
     status = row.status + noisy + (", throttled" if row.throttled else "")
+    for window in row.set_aside:  # a hiccup's window, left out of its figures: a numbered note
+        status += f" [{notes.setdefault(f'{row.workload} {row.precision}: {window}', len(notes) + 1)}]"
     if not row.reason:
         return status
     return f"{status} [{notes.setdefault(row.reason, len(notes) + 1)}]"
