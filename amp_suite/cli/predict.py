@@ -1,16 +1,24 @@
-"""`amp-suite predict`: each mode's estimated speedup on GPUs the suite has not run on, beside what
-was published for them; or, given a run's records, on the GPU they ran on, beside what they measured."""
+"""`amp-suite predict`: each mode's estimated speedup on GPUs the suite has not run on, behind a good
+host and a slow one, beside what was published for them; or, given a run's records, on the GPU and
+behind the host they ran on (its measured cost per kernel, or one given), beside what they measured.
+The tables are amp_suite.cli.predict_tables'."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from amp_suite.analysis.words import times
-from amp_suite.cli.common import MatrixOption, app, console, fail, resolve_matrix, say, source
+from amp_suite.cli.common import MatrixOption, app, fail, resolve_matrix, say, source
+from amp_suite.cli.predict_tables import (
+    config_of,
+    print_calibrations,
+    print_estimates,
+    print_float8_benchmark,
+    print_measured,
+    say_host_bound,
+)
 from amp_suite.config import ConfigError, load_matrix
 from amp_suite.config.problems import did_you_mean
 from amp_suite.paths import is_folder
@@ -18,6 +26,7 @@ from amp_suite.records.rundir import RunDirectory
 from amp_suite.text import plain
 
 DEFAULT_MATRIX = Path("nvidia-resnet50")  # the matrix whose published speedups the estimate is held against
+MAX_LAUNCH_US = 10_000.0
 
 
 @app.command()
@@ -37,20 +46,43 @@ def predict(
             show_default=False,
         ),
     ] = None,
+    launch_us: Annotated[
+        Optional[float],
+        typer.Option(
+            parser=host_microseconds,
+            help="With --results: the host's cost per kernel in µs, for every cell (it wins over the records' "
+            "own measurement, a bare op's floor). Default: the records' own; the peak table's where they have none.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Estimate each mode's speedup on GPUs you may not have, from a roofline of every cell's training
-    step, op by op, profiled on this CPU; beside the published speedups for those GPUs, with the error."""
+    step, op by op, profiled on this CPU, behind a good host and a slow one; beside the published
+    speedups for those GPUs, with the error."""
     try:
         if results is not None:
             if gpu or matrix is not None:
                 raise ConfigError("--results estimates its records' cells on their GPU: leave out --gpu and --matrix")
-            _against_measured(results)
+            _against_measured(results, launch_us)
             return
+        if launch_us is not None:
+            raise ConfigError("--launch-us sets the host of --results' records; --gpu shows a good and a slow host")
         loaded = load_matrix(resolve_matrix(matrix if matrix is not None else DEFAULT_MATRIX))
         gpus = _gpus(gpu)
     except ConfigError as exc:
         raise fail(str(exc)) from None
     _against_published(loaded, gpus)
+
+
+def host_microseconds(value: str) -> float:
+    """--launch-us: a host's cost per kernel, above 0 and at most 10 ms (a host that slow runs nothing)."""
+    try:
+        figure = float(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value[:40]!r} is not a number of microseconds") from None
+    if not 0 < figure <= MAX_LAUNCH_US:  # NaN fails this too
+        raise typer.BadParameter(f"{value[:40]!r}: give microseconds above 0 and at most {MAX_LAUNCH_US:g}")
+    return figure
 
 
 def _gpus(names: list[str] | None) -> list:
@@ -93,8 +125,8 @@ class _Profiles:
 
 
 def _against_published(loaded, gpus: list) -> None:
-    from amp_suite.config.precisions import BF16_BASELINE, FP8_MODES, REFERENCE, TF32_BASELINE
-    from amp_suite.report.prediction import calibrate, estimated_speedups, mean_absolute_error
+    from amp_suite.analysis.roofline import host_range
+    from amp_suite.report.prediction import calibrate, mean_absolute_error
     from amp_suite.report.references import load_references, published_speedups
 
     single = [  # one seed: the estimate is the same for every one
@@ -107,29 +139,50 @@ def _against_published(loaded, gpus: list) -> None:
                         for (mode, compile), why in left_out.items() if why})  # fmt: skip
     if not cells:
         raise fail(f"matrix {loaded.name}: no cell a roofline can estimate (above: why each mode is left out)")
-    configs = [_config_of(spec) for spec in cells]
-    profiles = _Profiles()
-    references = load_references(None)
+    good, *_, slow = host_range()
+    say(f"hosts: each estimate behind {good.name} at {good.launch_us:g} µs a kernel ({good.source}), and behind "
+        f"{slow.name} at {slow.launch_us:g} µs ({slow.source})")  # fmt: skip
+    profiles, references = _Profiles(), load_references(None)
     published = published_speedups(references)
     errors = []
     for name, gpu in gpus:
-        runs = {spec.precision: _runs_on(spec.precision, gpu) for spec in cells}
-        _say_left_out(f"on {gpu.name}, ", {mode: why for mode, why in runs.items() if why})
-        here = [(spec, config) for spec, config in zip(cells, configs, strict=True) if runs[spec.precision] is None]
-        estimates = [profiles.estimate(s, _compiled(s.workload.name, s.compile), c, gpu) for s, c in here]
-        fp8 = any(spec.precision in FP8_MODES for spec, _ in here)  # then also beside what it would replace
-        baselines = (REFERENCE, TF32_BASELINE, *([BF16_BASELINE] if fp8 else []))
-        speedups = {b: estimated_speedups(estimates, b) for b in baselines}
-        title = f"Estimated on {gpu.name} (a roofline of each step, profiled on this CPU)"
-        _print_estimates(title, estimates, speedups)
+        estimates = _estimate_on(gpu, cells, profiles, (good, slow))
+        # Held against the good host's estimate: the table's assumption, fixed before any comparison.
         calibrations = calibrate(estimates, published, name)
         errors += calibrations
-        _print_calibrations(gpu.name, calibrations)
+        print_calibrations(gpu.name, calibrations)
     error = mean_absolute_error(errors)
     if error is not None:
         measured = sum(c.error is not None for c in errors)
         say(f"error on {measured} published speedup(s): mean |estimated / published - 1| = {error:.0%}")
     _against_float8_benchmark(gpus, references)
+
+
+def _estimate_on(gpu, cells: list, profiles: _Profiles, hosts: tuple) -> list:
+    """The cells the GPU runs, estimated behind each of `hosts` (a good and a slow one), in a table;
+    the good host's estimates, which the published figures are held against."""
+    from dataclasses import replace
+
+    from amp_suite.config.precisions import BF16_BASELINE, FP8_MODES, REFERENCE, TF32_BASELINE
+    from amp_suite.report.prediction import estimated_speedups
+
+    runs = {spec.precision: _runs_on(spec.precision, gpu) for spec in cells}
+    _say_left_out(f"on {gpu.name}, ", {mode: why for mode, why in runs.items() if why})
+    here = [spec for spec in cells if runs[spec.precision] is None]
+    if not here:
+        return []
+    behind = {host: [profiles.estimate(s, _compiled(s.workload.name, s.compile), config_of(s),
+                                       replace(gpu, launch_us=host.launch_us)) for s in here]
+              for host in hosts}  # fmt: skip
+    good, slow = hosts
+    fp8 = any(spec.precision in FP8_MODES for spec in here)  # then also beside what it would replace
+    baselines = (REFERENCE, TF32_BASELINE, *([BF16_BASELINE] if fp8 else []))
+    speedups = {b: estimated_speedups(behind[good], b) for b in baselines}
+    title = f"Estimated on {gpu.name} (a roofline of each step, profiled on this CPU; behind {good.name})"
+    print_estimates(title, behind[good], speedups, (slow, behind[slow], estimated_speedups(behind[slow], REFERENCE)))
+    for host in hosts:
+        say_host_bound(gpu.name, behind[host], f"{host.name}, {host.launch_us:g} µs a kernel")
+    return behind[good]
 
 
 def _against_float8_benchmark(gpus: list, references: list) -> None:
@@ -158,34 +211,22 @@ def _against_float8_benchmark(gpus: list, references: list) -> None:
         rows.append((shape, gpu, steps, Calibration(stated_speedup(reference), speedup(steps[FP8], steps[BF16]))))
     if not rows:
         return
-    _print_float8_benchmark(rows)
+    print_float8_benchmark(rows)
     error = mean_absolute_error([calibration for *_, calibration in rows])
     say(f"error on {len(rows)} torchao float8 speedup(s): mean |estimated / published - 1| = {error:.0%}")
 
 
-def _against_measured(results: str) -> None:
+def _against_measured(results: str, launch_us: float | None) -> None:
     """The records' single-GPU cells (eager, or compiled in the default mode) estimated on the GPU
-    each ran on, beside the speedup over fp32 (or bf16) the records measured there."""
-    from amp_suite.analysis.summary import group_key, summarize
-    from amp_suite.config.precisions import BF16_BASELINE, REFERENCE
+    each ran on, behind the host each ran on, beside the speedup over fp32 (or bf16) the records
+    measured there."""
+    from amp_suite.analysis.summary import summarize
     from amp_suite.hardware.peaks import gpu_spec
-    from amp_suite.report.prediction import estimated_speedups, mean_absolute_error
-    from amp_suite.report.sources import check_sources, gather
+    from amp_suite.report.prediction import mean_absolute_error
 
-    if not Path(results).exists():
-        raise ConfigError(f"--results {results[:200]}: no such run folder or results.jsonl")
-    check_sources([results], None)
-    records = gather([results], None).records
-    if not records:
-        raise ConfigError(f"--results {results[:200]}: no records")
+    records = _records_of(results)
     summary = {(row.machine, row.setup, row.precision): row for row in summarize(records)}
-    chosen = {}  # (machine, setup, precision) -> a record of that cell (its first seed), and the cell it measured
-    for record in records:
-        if record.status == "ok" and record.device == "cuda" and not record.world_size:
-            estimable = not _not_estimated(record.precision, record.compile) and isinstance(record.batch_size, int)
-            measured = estimable and _spec_of(record)
-            if measured:
-                chosen.setdefault(group_key(record), (record, measured))
+    chosen = _chosen(records)
     if not chosen:
         why = "no single-GPU cell finished ok on CUDA that a roofline can estimate"
         raise ConfigError(f"--results {results[:200]}: {why}")
@@ -195,19 +236,7 @@ def _against_measured(results: str) -> None:
         if gpu is None:
             unknown.add(device_name or "an unnamed GPU")
             continue
-        by_baseline: dict[str, tuple[list, list]] = {}  # baseline -> the cells' estimates, and their speedups
-        for (machine, setup), cell in _cells_on(chosen, device_name).items():
-            # Over fp32, as every table has it; a cell without fp32 (fp8 against the bf16 it would replace) over bf16.
-            baseline = REFERENCE if REFERENCE in cell else BF16_BASELINE
-            estimates, found = by_baseline.setdefault(baseline, ([], []))
-            estimated = [profiles.estimate(spec, _label(r), {"setup": setup}, gpu) for r, spec in cell.values()]
-            estimates += estimated
-            for row in estimated_speedups(estimated, baseline):  # batch_sizes auto: a mode at another batch has none
-                found.append(row and _with_measured(row, summary.get((machine, setup, row.precision))))
-        for baseline, (estimates, found) in by_baseline.items():
-            rows += [row for row in found if row is not None]
-            title = f"Estimated against measured on {gpu.name}{'' if baseline == REFERENCE else f', over {baseline}'}"
-            _print_estimates(title, estimates, {baseline: found}, measured=True)
+        rows += _measured_on(gpu, _cells_on(chosen, device_name), summary, profiles, launch_us)
     for name in sorted(unknown):
         say(f"{name}: not estimated, the peak table has no memory bandwidth for it (references/peaks/gpu-peaks.yaml)")
     error = mean_absolute_error(rows)
@@ -216,6 +245,68 @@ def _against_measured(results: str) -> None:
         say(f"error on {count} measured speedup(s): mean |estimated / measured - 1| = {error:.0%}")
     if is_folder(Path(results)):
         _write_prediction(RunDirectory(Path(results)), rows)
+
+
+def _records_of(results: str) -> list:
+    from amp_suite.report.sources import check_sources, gather
+
+    if not Path(results).exists():
+        raise ConfigError(f"--results {results[:200]}: no such run folder or results.jsonl")
+    check_sources([results], None)
+    records = gather([results], None).records
+    if not records:
+        raise ConfigError(f"--results {results[:200]}: no records")
+    return records
+
+
+def _chosen(records: list) -> dict:
+    """(machine, setup, precision) -> a record of that cell (its first seed), and the cell it measured:
+    the single-GPU cells that finished ok on CUDA, which a roofline can estimate."""
+    from amp_suite.analysis.summary import group_key
+
+    chosen = {}
+    for record in records:
+        if record.status == "ok" and record.device == "cuda" and not record.world_size:
+            estimable = not _not_estimated(record.precision, record.compile) and isinstance(record.batch_size, int)
+            measured = estimable and _spec_of(record)
+            if measured:
+                chosen.setdefault(group_key(record), (record, measured))
+    return chosen
+
+
+def _measured_on(gpu, cells: dict, summary: dict, profiles: _Profiles, launch_us: float | None) -> list:
+    """One GPU's cells estimated behind their host and set beside what they measured, a table per
+    baseline; the rows with a speedup."""
+    from dataclasses import replace
+
+    from amp_suite.config.precisions import BF16_BASELINE, REFERENCE
+    from amp_suite.report.prediction import estimated_speedups, host_figure
+
+    by_baseline: dict[str, tuple[list, list, list]] = {}  # baseline -> the cells' estimates, speedups, measured steps
+    hosts: dict[str, list[str]] = {}  # the host's figure in words -> the cells behind it
+    for (machine, setup), cell in cells.items():
+        own = [r.machine.host_us_per_kernel for r, _ in cell.values() if r.machine and r.machine.host_us_per_kernel]
+        host = host_figure(launch_us, own, gpu.launch_us)
+        behind = replace(gpu, launch_us=host.launch_us)
+        # Over fp32, as every table has it; a cell without fp32 (fp8 against the bf16 it would replace) over bf16.
+        baseline = REFERENCE if REFERENCE in cell else BF16_BASELINE
+        estimates, found, steps = by_baseline.setdefault(baseline, ([], [], []))
+        estimated = [profiles.estimate(spec, _label(r), {"setup": setup}, behind) for r, spec in cell.values()]
+        estimates += estimated
+        steps += [getattr(summary.get((machine, setup, mode)), "step_time_ms", None) for mode in cell]
+        hosts.setdefault(host.words(), []).append(estimated[0].label)
+        # batch_sizes auto: a mode at another batch has none
+        for row in estimated_speedups(estimated, baseline, host.source):
+            found.append(row and _with_measured(row, summary.get((machine, setup, row.precision))))
+    for words, labels in hosts.items():
+        say(f"host on {gpu.name}: {words}" + ("" if len(hosts) == 1 else f": {'; '.join(map(plain, labels))}"))
+    rows = []
+    for baseline, (estimates, found, steps) in by_baseline.items():
+        rows += [row for row in found if row is not None]
+        title = f"Estimated against measured on {gpu.name}{'' if baseline == REFERENCE else f', over {baseline}'}"
+        print_measured(title, estimates, found, steps)
+        say_host_bound(gpu.name, estimates)
+    return rows
 
 
 def _write_prediction(run, rows: list) -> None:
@@ -308,101 +399,3 @@ def _say_left_out(where: str, reasons: dict[str, str]) -> None:
         by_reason.setdefault(why, []).append(mode)
     for why, modes in by_reason.items():
         say(f"{where}not estimated: {', '.join(modes)} ({why})")
-
-
-def _print_estimates(title: str, estimates, speedups: dict, measured: bool = False) -> None:
-    """A row per estimate; `speedups`: per baseline, each estimate's Estimated (or None), in order."""
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left")
-    baselines = list(speedups)
-    # Beside measurements, each figure says which it is: the step is the estimate's, as are the bound and ops.
-    over = [f"estimated vs {b}" if measured else f"vs {b}" for b in baselines]
-    headers = ["workload", "batch", "mode", "estimated step ms" if measured else "step ms",
-               *([f"measured vs {baselines[0]}"] if measured else []), *over, *(["error"] if measured else []),
-               "bound", "dominant ops"]  # fmt: skip
-    for header in headers:
-        table.add_column(header, justify="left" if header in ("workload", "mode", "bound", "dominant ops") else "right")
-    for index, estimate in enumerate(estimates):
-        found = [speedups[b][index] for b in baselines]
-        against = [times(row.estimated if row else None) for row in found]
-        first = found[0]
-        extra = [times(first.measured if first else None)] if measured else []
-        error = [f"{first.error:+.0%}" if first and first.error is not None else "-"] if measured else []
-        dominant = ", ".join(estimate.step.dominant_names())
-        table.add_row(plain(estimate.label), str(estimate.batch), estimate.precision,
-                      f"{estimate.step.seconds * 1e3:.3g}", *extra, *against, *error, estimate.step.bound,
-                      plain(dominant))  # fmt: skip
-    console.print(table)
-
-
-def _print_float8_benchmark(rows: list) -> None:
-    from rich.table import Table
-
-    first_gpu = rows[0][1]
-    table = Table(title=f"torchao's float8 single linear on {first_gpu.name} ({first_gpu.memory_gbps:g} GB/s, as "
-                  "published): fp8-tensorwise vs bf16, compiled, GPU kernel time", title_justify="left")  # fmt: skip
-    texts = ("M, K, N", "fp8 bound", "fp8's dominant ops")
-    for header in (*texts[:1], "published", "estimated", "error", "bf16 µs", "fp8 µs", *texts[1:]):
-        table.add_column(header, justify="left" if header in texts else "right")
-    for shape, _, steps, c in rows:
-        bf16, fp8 = steps.values()
-        table.add_row(", ".join(map(str, shape)), f"{c.published.value:.2f}x", f"{c.estimated:.2f}x", f"{c.error:+.0%}",
-                      f"{bf16.seconds * 1e6:.4g}", f"{fp8.seconds * 1e6:.4g}", fp8.bound,
-                      plain(", ".join(fp8.dominant_names())))  # fmt: skip
-    console.print(table)
-
-
-def _config_of(spec) -> dict:
-    """A cell's configuration as published figures are matched by: its workload, compile and layout."""
-    return {**spec.workload.model_dump(mode="json"), "compile": spec.compile, "channels_last": spec.channels_last}
-
-
-def _shipped_matrices_with(figures) -> list[str]:
-    """The shipped matrices with a cell of any of the published figures' configurations and batches."""
-    from amp_suite.report.references import same_config
-
-    wanted = [(figure.config, figure.config.get("batch_size")) for figure in figures]
-
-    def has(cells: list) -> bool:
-        return any(batch == want and same_config(config, figure) for config, batch in cells for figure, want in wanted)
-
-    return [name for name, cells in _shipped_cells() if has(cells)]
-
-
-@functools.cache
-def _shipped_cells() -> tuple[tuple[str, list[tuple[dict, object]]], ...]:
-    """Each shipped matrix's cells as (config, batch), read once however many GPUs ask."""
-    from amp_suite.cli.common import EXPERIMENTS_DIR
-
-    found = []
-    for path in sorted(EXPERIMENTS_DIR.glob("*.yaml")):
-        try:
-            cells = load_matrix(path).cells("cpu", force=True)
-        except ConfigError:  # one the suite can't load here (its own files elsewhere): not a suggestion
-            continue
-        found.append((path.stem, [(_config_of(spec), spec.batch_size) for spec in cells]))
-    return tuple(found)
-
-
-def _print_calibrations(gpu: str, calibrations) -> None:
-    lacking = [c for c in calibrations if c.estimated is None]
-    if lacking:
-        models = ", ".join(sorted({c.published.model for c in lacking}))
-        shipped = ", ".join(_shipped_matrices_with([c.published for c in lacking])) or "none shipped"
-        say(f"{len(lacking)} published speedup(s) on {gpu} ({models}) need cells this matrix lacks"
-            f" (matrices that have them: {shipped})")  # fmt: skip
-    calibrations = [c for c in calibrations if c.estimated is not None]
-    if not calibrations:
-        return
-    from rich.table import Table
-
-    table = Table(title=f"Published speedups on {gpu}, and the estimate's", title_justify="left")
-    for header in ("model", "speedup", "published", "estimated", "error"):
-        table.add_column(header, justify="left" if header in ("model", "speedup") else "right")
-    for c in calibrations:
-        p = c.published
-        model = plain(f"{p.model} ({p.gpu})")  # one product's two memory sizes are two figures
-        table.add_row(model, f"{p.precision} vs {p.baseline}", f"{p.value:.2f}x", f"{c.estimated:.2f}x",
-                      f"{c.error:+.0%}")  # fmt: skip
-    console.print(table)

@@ -1,4 +1,5 @@
-"""`amp-suite doctor`: what this machine can do, and which precision the AMP article recommends.
+"""`amp-suite doctor`: what this machine can do, which precision the AMP article recommends, and
+what a kernel costs its host (amp_suite.instruments.launches).
 
 The rule: bf16 from compute capability 8.0; fp16 + GradScaler on 7.x (tensor cores, no fast
 bf16); no AMP below 7.0. On a CPU: bf16 where the CPU has native bf16, fp16 + GradScaler only
@@ -15,6 +16,7 @@ import torch
 from amp_suite.hardware import environment
 from amp_suite.hardware.capability import recommend
 from amp_suite.hardware.probe import probe
+from amp_suite.instruments.launches import TIMED_KERNELS, method_on
 from amp_suite.instruments.nvml import NVML_CLOCK_MEM, NVML_CLOCK_SM, NvmlDevice, decode_reasons
 
 
@@ -34,6 +36,12 @@ def diagnose(device: torch.device) -> dict[str, Any]:
         "tf32_cudnn_setting": torch.backends.cudnn.conv.fp32_precision,
         "recommended_precision": advice.precision,
         "recommendation_reason": advice.reason,
+        # What a step's kernels cost the host here: `amp-suite predict` weighs it against the GPU's work.
+        "host_cost_per_kernel": {
+            "microseconds": round(caps.host_us_per_kernel, 2) if caps.host_us_per_kernel is not None else None,
+            "kernels_timed": TIMED_KERNELS,
+            "measured_as": method_on(device.type),
+        },
         "versions": {
             "driver": env["driver"],
             "torch_built_for_cuda": env["cuda"],

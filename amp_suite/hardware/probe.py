@@ -1,23 +1,29 @@
 """Probe the live device: its name, compute capability or CPU flags, turned into DeviceCaps
-by the article's capability rule (amp_suite.records.machine, pure and torch-free)."""
+by the article's capability rule (amp_suite.records.machine, pure and torch-free), and the
+host's cost per kernel on it (amp_suite.instruments.launches: some 3,000 tiny ops, under a
+second on the slowest host, before any cell's first step)."""
 
 from __future__ import annotations
 
 import platform
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from amp_suite.instruments.launches import host_cost_per_kernel
 from amp_suite.records.machine import DeviceCaps, cpu_caps, cuda_caps
 
 
 def probe(device: torch.device) -> DeviceCaps:
-    """Capabilities of the device a cell will run on. Initialises CUDA when asked about it."""
+    """Capabilities of the device a cell will run on, with the host's time per kernel there.
+    Initialises CUDA when asked about it."""
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
-        return cuda_caps(torch.cuda.get_device_name(index), torch.cuda.get_device_capability(index))
-    name, flags = _cpuinfo()
-    return cpu_caps(name, flags)
+        caps = cuda_caps(torch.cuda.get_device_name(index), torch.cuda.get_device_capability(index))
+    else:
+        caps = cpu_caps(*_cpuinfo())
+    return replace(caps, host_us_per_kernel=host_cost_per_kernel(device).us_per_kernel)
 
 
 def _cpuinfo() -> tuple[str, frozenset[str]]:

@@ -11,15 +11,18 @@ cores from compute capability 7.0 (fp16), except on the Turing chips built witho
 TF32 from 8.0. On a CPU, autocast only pays where the instruction set has the dtype
 (avx512_bf16/AMX for bf16, AMX-FP16 for fp16). `hardware.probe` applies the rule to the live
 device; a record keeps its result, and a line older than the machine field has it rebuilt here.
+
+The probe also times the host's cost per kernel (instruments.launches): a property of the host,
+not of the GPU, so it is kept beside the host's name and, like it, out of the key.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 # CPU feature flags (Linux /proc/cpuinfo names) that mean native arithmetic in that dtype.
 CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})  # "bf16": AArch64 BF16 extension
@@ -44,6 +47,7 @@ class DeviceCaps:
     fast_fp16: bool
     fast_bf16: bool
     tf32: bool
+    host_us_per_kernel: float | None = None  # the probe's measurement (instruments.launches); None: not timed
 
     @property
     def capability_str(self) -> str | None:
@@ -98,12 +102,17 @@ class Machine(BaseModel):
     fast_fp16: bool | None = None
     fast_bf16: bool | None = None
     tf32: bool | None = None
+    # The host's time per tiny eager kernel, in microseconds (CUDA: to enqueue it; a CPU: to dispatch
+    # the op; instruments.launches). A property of the host, so not in the key; None in records older
+    # than the measurement. `amp-suite predict --results` sets a step's host side with it.
+    host_us_per_kernel: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
 
     @classmethod
     def describe(cls, caps: DeviceCaps, environment: dict[str, Any]) -> Machine:
         """The machine a cell runs on, from its probed capabilities and environment block."""
         fast = {k: getattr(caps, k) for k in ("tensor_cores", "fast_fp16", "fast_bf16", "tf32")}
-        return cls(**_identity(caps.type, caps.name, caps.capability_str, environment), **fast)
+        identity = _identity(caps.type, caps.name, caps.capability_str, environment)
+        return cls(**identity, **fast, host_us_per_kernel=caps.host_us_per_kernel)
 
     @classmethod
     def from_environment(cls, device_type: str, environment: dict[str, Any]) -> Machine | None:
@@ -136,7 +145,8 @@ class Machine(BaseModel):
             return None
         major, _, minor = (self.compute_capability or "").partition(".")
         capability = (int(major), int(minor or 0)) if major.isdigit() else None
-        return DeviceCaps(self.device_type, self.device_name, capability, *fast)  # type: ignore[arg-type]
+        caps = DeviceCaps(self.device_type, self.device_name, capability, *fast)  # type: ignore[arg-type]
+        return replace(caps, host_us_per_kernel=self.host_us_per_kernel)
 
     @property
     def model_name(self) -> str:

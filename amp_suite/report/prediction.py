@@ -3,7 +3,8 @@ speedup (report.references) beside the one the roofline estimate implies for the
 configurations and batches; each measured speedup beside the estimate for that GPU. No torch here.
 
 Nothing is tuned to these figures: the estimate's inputs are the op profile, the datasheet and the
-launch cost fixed beforehand, and its error on them is reported as it comes out.
+host's cost per kernel (fixed beforehand, measured on the host that ran, or given by the user; never
+taken from the steps it is held against), and its error on them is reported as it comes out.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, computed_field
 
@@ -61,6 +63,44 @@ def _side(estimates: Sequence[CellEstimate], precision: str, wanted: dict) -> Ce
     )  # fmt: skip
 
 
+HostSource = Literal["given", "measured", "assumed"]
+
+
+@dataclass(frozen=True)
+class HostFigure:
+    """The host's cost per kernel an estimate of a run's records assumes, and where it comes from:
+    given by the user (--launch-us), measured on the host that ran (the records' machine), or the
+    peak table's assumption (records older than the measurement)."""
+
+    launch_us: float
+    source: HostSource
+    set_aside: float | None = None  # the records' own measurement, where a given figure replaced it
+
+    def words(self) -> str:
+        figure = f"{self.launch_us:.3g} µs a kernel"
+        if self.source == "given":
+            own = (f"it wins over the records' own measurement, {self.set_aside:.3g} µs, a bare op's floor"
+                   if self.set_aside is not None else "the records carry no measurement of their host")  # fmt: skip
+            return f"{figure}, given with --launch-us ({own})"
+        if self.source == "measured":
+            return (f"{figure}, measured on the host that ran (a bare op's floor: a training step's kernels cost"
+                    " it more; --launch-us sets another)")  # fmt: skip
+        return (f"{figure}, assumed (the peak table's launch_us): the records carry no measurement of their"
+                " host; --launch-us gives one")  # fmt: skip
+
+
+def host_figure(given: float | None, measured: Sequence[float], assumed: float) -> HostFigure:
+    """A figure the user gives wins: a record measures a bare op, the floor of what a step's kernels
+    cost its host, and whoever gives a figure knows more (a step's own, e.g. a small model's step
+    time over its kernels). Else the median of the records' measurements; else the assumption."""
+    own = statistics.median(measured) if measured else None
+    if given is not None:
+        return HostFigure(given, "given", own)
+    if own is not None:
+        return HostFigure(own, "measured")
+    return HostFigure(assumed, "assumed")
+
+
 class Estimated(BaseModel):
     """One mode of one cell on one GPU: its estimated speedup over the reference mode, and the
     speedup its records measured on that GPU, where there are records."""
@@ -72,8 +112,12 @@ class Estimated(BaseModel):
     baseline: str  # the mode the speedups divide by
     estimated: float
     step_ms: float  # the mode's estimated step
-    bound: str  # compute, memory or launch: what takes most of the estimated step
+    bound: str  # host, compute or memory: host where launching its kernels takes longer than the GPU's work
     dominant: list[str]  # the ops that take the most of it, slowest first ("backward aten.mm")
+    gpu_ms: float | None = None  # the GPU's work in the estimated step (None in files older than it)
+    host_ms: float | None = None  # the host's launches in it: kernels x launch_us
+    launch_us: float | None = None  # the host's cost per kernel the estimate assumed
+    launch_source: HostSource | None = None  # where that figure comes from
     measured: float | None = None  # the records' speedup over the same baseline (their mean over seeds)
     measured_step_ms: float | None = None  # the records' step (mean of the seeds' medians): beside step_ms
 
@@ -84,9 +128,12 @@ class Estimated(BaseModel):
         return None if self.measured is None else self.estimated / self.measured - 1
 
 
-def estimated_speedups(cells: Sequence[CellEstimate], baseline: str) -> list[Estimated | None]:
+def estimated_speedups(
+    cells: Sequence[CellEstimate], baseline: str, host: HostSource | None = None
+) -> list[Estimated | None]:
     """For each of `cells`, in order, its speedup over its own cell's `baseline` (same label, config
-    and batch); None for the baseline itself and where the baseline is not among `cells`."""
+    and batch); None for the baseline itself and where the baseline is not among `cells`. `host`:
+    where the host's cost per kernel the estimates assumed comes from."""
     by_cell = {(e.label, json.dumps(e.config, sort_keys=True), e.batch, e.precision): e for e in cells}
     found: list[Estimated | None] = []
     for cell in cells:
@@ -94,10 +141,12 @@ def estimated_speedups(cells: Sequence[CellEstimate], baseline: str) -> list[Est
         if reference is None or cell.precision == baseline:
             found.append(None)
             continue
+        step = cell.step
         found.append(Estimated(
-            gpu=cell.step.gpu, workload=cell.label, batch=cell.batch, precision=cell.precision, baseline=baseline,
-            estimated=speedup(cell.step, reference.step), step_ms=cell.step.seconds * 1e3, bound=cell.step.bound,
-            dominant=cell.step.dominant_names(),
+            gpu=step.gpu, workload=cell.label, batch=cell.batch, precision=cell.precision, baseline=baseline,
+            estimated=speedup(step, reference.step), step_ms=step.seconds * 1e3, bound=step.bound,
+            dominant=step.dominant_names(), gpu_ms=step.gpu_seconds * 1e3, host_ms=step.host_seconds * 1e3,
+            launch_us=step.launch_us, launch_source=host,
         ))  # fmt: skip
     return found
 

@@ -433,10 +433,11 @@ def _estimated(report: Report) -> Section:
     notes = [f"Mean |estimated / measured - 1| on {counted} speedup(s): {error:.0%}."] if error is not None else []
     intro = (
         "What a roofline of each training step, op by op, estimated for the GPU these records ran on (amp-suite"
-        " predict --results), beside what they measured. Each op takes the longer of its FLOPs over the mode's"
-        " peak and its bytes over the memory bandwidth, plus a launch per kernel (a compiled cell's ops fused"
-        " as Inductor fuses them); what it leaves out (host overhead beyond the launches, caches, kernels below"
-        " their peak) is where it errs."
+        " predict --results), beside what they measured. On the GPU each op takes the longer of its FLOPs over the"
+        " mode's peak and its bytes over the memory bandwidth (a compiled cell's ops fused as Inductor fuses"
+        " them); the host launches every kernel at its cost per kernel, ahead of the GPU; a step takes the slower"
+        " of the two sides (bound 'host' where the launches do). What it leaves out (a step's start before the"
+        " queue fills, caches, kernels below their peak) is where it errs."
     )
     headers = ("GPU", "workload", "batch", "mode", "step ms, measured", "step ms, estimated", "speedup", "measured",
                "estimated", "error", "bound", "dominant ops")  # fmt: skip

@@ -24,6 +24,7 @@ def test_fp32_cell_on_cuda_is_true_float32_and_uses_cuda_timers(gpu):
     assert record.fp32_math["cuda.matmul"] == "ieee" and record.fp32_math["cudnn.conv"] == "ieee"
     assert record.peak_memory_kind == "cuda_max_allocated" and record.peak_memory_mb > 0
     assert record.environment["compute_capability"] and record.environment["cudnn"]
+    assert record.machine is not None and 0 < record.machine.host_us_per_kernel < 1000  # the probe's enqueue time
 
 
 def test_amp_cells_on_cuda_run_what_the_gpu_supports(gpu):
@@ -44,6 +45,8 @@ def test_doctor_on_cuda_reports_capability_and_nvml(gpu):
     assert report["compute_capability"] == "{}.{}".format(*torch.cuda.get_device_capability())
     assert report["recommended_precision"] in ("bf16", "fp16", "fp32")
     assert "nvml" in report
+    host = report["host_cost_per_kernel"]  # the host's time to enqueue a tiny kernel, the GPU's waits left out
+    assert 0 < host["microseconds"] < 1000 and "enqueue" in host["measured_as"], host
 
 
 def test_nvml_reads_energy_clocks_and_temperature_over_the_timed_steps(gpu):

@@ -157,7 +157,8 @@ def profile_step(
     parameters = nn.ParameterList(nn.Parameter(torch.zeros(shape, dtype=dtype)) for shape, dtype in shapes)
     optimizer = make_optimizer(parameters)
     for group in optimizer.param_groups:  # the multi-tensor step a CUDA device takes, on any device
-        group["foreach"] = True
+        if not group.get("fused"):  # a fused optimizer's own kernel (torch runs foreach where both are set)
+            group["foreach"] = True
     policy = make_policy()
     policy.bind(optimizer)
 

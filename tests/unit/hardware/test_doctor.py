@@ -20,3 +20,5 @@ def test_doctor_json_on_this_cpu_reports_what_the_cpu_has():
     assert report["fast_fp16"] == bool(flags & CPU_FP16_FLAGS)
     assert report["recommended_precision"] == recommend(cpu_caps("", flags)).precision
     assert report["versions"]["torch"]
+    host = report["host_cost_per_kernel"]  # what predict weighs a step's launches with, and what it is here
+    assert 0 < host["microseconds"] < 1000 and host["kernels_timed"] >= 2000 and "dispatch" in host["measured_as"]

@@ -1,0 +1,155 @@
+"""`amp-suite predict`'s tables: each mode's estimate on a GPU (behind a good host and a slow one),
+beside what a run measured, beside what was published; and the lines that name the host-bound cells."""
+
+from __future__ import annotations
+
+import functools
+
+from amp_suite.analysis.words import times
+from amp_suite.cli.common import console, say
+from amp_suite.config import ConfigError, load_matrix
+from amp_suite.text import plain
+
+TEXT_COLUMNS = ("workload", "mode", "bound", "dominant ops")  # left-aligned; every other column is a number
+
+
+def _table(title: str, headers: list[str]):
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for header in headers:
+        table.add_column(header, justify="left" if header in TEXT_COLUMNS or header.startswith("bound") else "right")
+    return table
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g}"
+
+
+def print_estimates(title: str, estimates, speedups: dict, slow=None) -> None:
+    """A row per estimate; `speedups`: per baseline, each estimate's Estimated (or None), in order.
+    `slow`: (the slow host, the same cells' estimates behind it, their speedups over the first
+    baseline), shown beside: the other end of the range of hosts."""
+    baselines = list(speedups)
+    headers = ["workload", "batch", "mode", "step ms", *(f"vs {b}" for b in baselines), "bound"]
+    if slow is not None:
+        host = f"at {slow[0].launch_us:g} µs"
+        headers += [f"step ms {host}", f"vs {baselines[0]} {host}", f"bound {host}"]
+    table = _table(title, [*headers, "dominant ops"])
+    for index, estimate in enumerate(estimates):
+        against = [times(row.estimated if row else None) for row in (speedups[b][index] for b in baselines)]
+        cells = [_ms(estimate.step.seconds), *against, estimate.step.bound]
+        if slow is not None:
+            behind, found = slow[1][index], slow[2][index]
+            cells += [_ms(behind.step.seconds), times(found.estimated if found else None), behind.step.bound]
+        dominant = ", ".join(estimate.step.dominant_names())
+        table.add_row(plain(estimate.label), str(estimate.batch), estimate.precision, *cells, plain(dominant))
+    console.print(table)
+
+
+def print_measured(title: str, estimates, found: list, measured_steps: list) -> None:
+    """A row per estimate of a run's cell, beside the speedup its records measured over the same
+    baseline (`found`: each estimate's Estimated, or None for the baseline) and the step they
+    measured (`measured_steps`, ms or None), with the two sides of the estimated step: the GPU's
+    work and the host's launches."""
+    baseline = next((row.baseline for row in found if row), "")
+    headers = ["workload", "batch", "mode", "est. step ms", f"measured vs {baseline}", f"estimated vs {baseline}",
+               "error", "bound", "GPU ms", "launches ms (kernels)", "measured step ms", "dominant ops"]  # fmt: skip
+    table = _table(title, headers)
+    for estimate, row, measured_step in zip(estimates, found, measured_steps, strict=True):
+        step = estimate.step
+        error = f"{row.error:+.0%}" if row and row.error is not None else "-"
+        table.add_row(plain(estimate.label), str(estimate.batch), estimate.precision, _ms(step.seconds),
+                      times(row.measured if row else None), times(row.estimated if row else None), error, step.bound,
+                      _ms(step.gpu_seconds), f"{_ms(step.host_seconds)} ({step.kernels})",
+                      "-" if measured_step is None else f"{measured_step:.3g}",
+                      plain(", ".join(step.dominant_names())))  # fmt: skip
+    console.print(table)
+
+
+def say_host_bound(where: str, estimates, host: str = "") -> None:
+    """Which of the estimated cells come out host-bound: the host's launches outlast the GPU's work.
+    `host`: the host in words, where it is not the figure every estimate assumed."""
+    by_cell: dict[tuple, list[str]] = {}
+    for estimate in estimates:
+        if estimate.host_bound:
+            by_cell.setdefault((estimate.label, estimate.batch), []).append(estimate.precision)
+    which = "; ".join(f"{plain(label)} at batch {batch}: {', '.join(modes)}"
+                      for (label, batch), modes in by_cell.items())  # fmt: skip
+    figures = {f"{estimate.step.launch_us:g} µs a kernel" for estimate in estimates}
+    behind = host or (figures.pop() if len(figures) == 1 else "each cell's host (above)")
+    say(f"host-bound on {where} behind {behind} (launching the kernels takes longer than the GPU's work): "
+        f"{which or 'none'}")  # fmt: skip
+
+
+def print_float8_benchmark(rows: list) -> None:
+    first_gpu = rows[0][1]
+    title = (f"torchao's float8 single linear on {first_gpu.name} ({first_gpu.memory_gbps:g} GB/s, as published): "
+             "fp8-tensorwise vs bf16, compiled, GPU kernel time")  # fmt: skip
+    texts = ("M, K, N", "fp8 bound", "fp8's dominant ops")
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for header in (*texts[:1], "published", "estimated", "error", "bf16 µs", "fp8 µs", *texts[1:]):
+        table.add_column(header, justify="left" if header in texts else "right")
+    for shape, _, steps, c in rows:
+        bf16, fp8 = steps.values()
+        table.add_row(", ".join(map(str, shape)), f"{c.published.value:.2f}x", f"{c.estimated:.2f}x", f"{c.error:+.0%}",
+                      f"{bf16.seconds * 1e6:.4g}", f"{fp8.seconds * 1e6:.4g}", fp8.bound,
+                      plain(", ".join(fp8.dominant_names())))  # fmt: skip
+    console.print(table)
+
+
+def print_calibrations(gpu: str, calibrations) -> None:
+    lacking = [c for c in calibrations if c.estimated is None]
+    if lacking:
+        models = ", ".join(sorted({c.published.model for c in lacking}))
+        shipped = ", ".join(_shipped_matrices_with([c.published for c in lacking])) or "none shipped"
+        say(f"{len(lacking)} published speedup(s) on {gpu} ({models}) need cells this matrix lacks"
+            f" (matrices that have them: {shipped})")  # fmt: skip
+    calibrations = [c for c in calibrations if c.estimated is not None]
+    if not calibrations:
+        return
+    from rich.table import Table
+
+    table = Table(title=f"Published speedups on {gpu}, and the estimate's", title_justify="left")
+    for header in ("model", "speedup", "published", "estimated", "error"):
+        table.add_column(header, justify="left" if header in ("model", "speedup") else "right")
+    for c in calibrations:
+        p = c.published
+        model = plain(f"{p.model} ({p.gpu})")  # one product's two memory sizes are two figures
+        table.add_row(model, f"{p.precision} vs {p.baseline}", f"{p.value:.2f}x", f"{c.estimated:.2f}x",
+                      f"{c.error:+.0%}")  # fmt: skip
+    console.print(table)
+
+
+def config_of(spec) -> dict:
+    """A cell's configuration as published figures are matched by: its workload, compile and layout."""
+    return {**spec.workload.model_dump(mode="json"), "compile": spec.compile, "channels_last": spec.channels_last}
+
+
+def _shipped_matrices_with(figures) -> list[str]:
+    """The shipped matrices with a cell of any of the published figures' configurations and batches."""
+    from amp_suite.report.references import same_config
+
+    wanted = [(figure.config, figure.config.get("batch_size")) for figure in figures]
+
+    def has(cells: list) -> bool:
+        return any(batch == want and same_config(config, figure) for config, batch in cells for figure, want in wanted)
+
+    return [name for name, cells in _shipped_cells() if has(cells)]
+
+
+@functools.cache
+def _shipped_cells() -> tuple[tuple[str, list[tuple[dict, object]]], ...]:
+    """Each shipped matrix's cells as (config, batch), read once however many GPUs ask."""
+    from amp_suite.cli.common import EXPERIMENTS_DIR
+
+    found = []
+    for path in sorted(EXPERIMENTS_DIR.glob("*.yaml")):
+        try:
+            cells = load_matrix(path).cells("cpu", force=True)
+        except ConfigError:  # one the suite can't load here (its own files elsewhere): not a suggestion
+            continue
+        found.append((path.stem, [(config_of(spec), spec.batch_size) for spec in cells]))
+    return tuple(found)
