@@ -13,6 +13,7 @@ seconds in any case).
 
     python scripts/busy_machine.py                      # 3 quiet runs, 5 busy ones: about 1.5 minutes on 2 cores
     python scripts/busy_machine.py --quiet 2 --busy 2   # what tests/e2e/test_busy_machine.py runs
+    python scripts/busy_machine.py --stopping fixed     # the fixed schedule alone: the answer before sequential timing
     PYTHONPATH=/path/to/other/checkout python scripts/busy_machine.py   # another version of the suite
 """
 
@@ -63,6 +64,8 @@ class Answer:
     verdict: str
     speedup: float | None  # bf16 over fp32, whatever the answer
     sentence: str
+    timing: dict | None = None  # how the comparison's timing stopped (records' timing_stop; older versions: None)
+    wall_s: float = 0.0  # the whole `amp-suite run`
 
     @property
     def recommends_bf16(self) -> bool:
@@ -75,7 +78,9 @@ class Answer:
 
 def run_once(matrix: Path, out: Path) -> Answer:
     command = [sys.executable, "-m", "amp_suite", "run", "--matrix", str(matrix), "--out", str(out), "--device", "cpu"]
+    started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
+    wall_s = time.monotonic() - started
     if done.returncode not in (0, 4):  # 4: a one-seed parity verdict may be beyond its margin
         raise SystemExit(f"amp-suite run exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     report = json.loads((out / "report" / "report.json").read_text())
@@ -87,7 +92,17 @@ def run_once(matrix: Path, out: Path) -> Answer:
         speedup = speedup and speedup["value"]
     else:  # older versions name it speedup_vs_fp32
         speedup = row["speedup_vs_fp32"]
-    return Answer(answer["mode"], verdict, speedup, answer["sentence"])
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    timing = next((r.get("timing_stop") for r in records if r.get("timing_stop")), None)
+    return Answer(answer["mode"], verdict, speedup, answer["sentence"], timing, wall_s)
+
+
+def timing_words(answer: Answer) -> str:
+    """" (decided after 9 rounds, 4 s; run 12 s)": how long the comparison was timed, and why it stopped."""
+    if answer.timing is None:
+        return f" (run {answer.wall_s:.0f} s)"
+    t = answer.timing
+    return f" ({t['stopped']} after {t['rounds']} rounds, {t['seconds']:.0f} s; run {answer.wall_s:.0f} s)"
 
 
 class Hog:
@@ -114,20 +129,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=MATRIX["steps"], help="timed steps per cell")
     parser.add_argument("--hog-limit", type=float, default=600.0, help="the hog's longest life, in seconds")
     parser.add_argument("--json", type=Path, help="write the answers here as JSON")
+    stopping_help = "the matrix's stopping; default: the suite's"
+    parser.add_argument("--stopping", choices=("sequential", "fixed"), help=stopping_help)
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="busy-machine-"))
     matrix = folder / "matrix.yaml"
-    matrix.write_text(yaml.safe_dump({**MATRIX, "steps": args.steps}))
+    stopping = {"stopping": args.stopping} if args.stopping else {}  # older versions know no such key
+    matrix.write_text(yaml.safe_dump({**MATRIX, "steps": args.steps, **stopping}))
     quiet = [run_once(matrix, folder / f"quiet-{i}") for i in range(args.quiet)]
     for i, answer in enumerate(quiet):
-        print(f"quiet {i + 1}: {answer.sentence}", flush=True)
+        print(f"quiet {i + 1}: {answer.sentence}{timing_words(answer)}", flush=True)
     hog = Hog(args.hog_limit, seed=random.randrange(1 << 30))
     try:
         busy = [run_once(matrix, folder / f"busy-{i}") for i in range(args.busy)]
     finally:
         hog.stop()
     for i, answer in enumerate(busy):
-        print(f"busy {i + 1}: {answer.sentence}", flush=True)
+        print(f"busy {i + 1}: {answer.sentence}{timing_words(answer)}", flush=True)
     slower = all(a.speedup is not None and a.speedup < 1 for a in quiet)
     flipped = [a for a in busy if slower and a.recommends_bf16]
     conclusive = {(a.verdict, a.mode) for a in quiet + busy if a.conclusive}

@@ -54,7 +54,7 @@
 # each matrix cut to CPU size by scripts/gpu_check_rehearsal.py (same name, workloads, modes, compile
 # modes, DDP axes), every mode forced, the batch search against a stand-in device of 16 MB that
 # raises CUDA's out-of-memory error (scripts/simulated_memory), the matrix stage's cells tracing their
-# "GPU" work behind a stand-in stream of 200 us launches (scripts/simulated_stream: the trace, the
+# "GPU" work behind a stand-in stream of 100 us launches (scripts/simulated_stream: the trace, the
 # bound and the summary's figures, as on CUDA), `pytest -m gpu` collected (its tests skip),
 # the multi-GPU matrix without --gpus (DDP on gloo; --gpus needs CUDA), and the overhead benchmark
 # one short pair with its sides one after the other, as on CUDA, its speed not judged. The checks
@@ -185,7 +185,7 @@ amp_suite() {  # one matrix into the shared run folder (records append; the lock
 
 streamed() {  # a command whose cells trace their GPU's work; rehearsed, behind a stand-in stream
     if [ "$rehearse" = 1 ]; then  # a CPU has no kernel timeline: scripts/simulated_stream plays one
-        PYTHONPATH="$PWD/scripts/simulated_stream${PYTHONPATH:+:$PYTHONPATH}" SIMULATED_LAUNCH_US=200 "$@"
+        PYTHONPATH="$PWD/scripts/simulated_stream${PYTHONPATH:+:$PYTHONPATH}" SIMULATED_LAUNCH_US=100 "$@"
         return
     fi
     "$@"

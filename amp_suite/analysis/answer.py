@@ -34,7 +34,18 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from amp_suite.analysis.bound import host_bound_words
-from amp_suite.analysis.quantities import FAIL, INDICATIVE, NOT_JUDGED, ParityVerdict, Ratio
+from amp_suite.analysis.quantities import (  # noqa: F401  (the speed verdicts: re-exported where they are judged)
+    FAIL,
+    FASTER,
+    INDICATIVE,
+    NO_GAIN,
+    NOT_JUDGED,
+    UNCLEAR,
+    WORTHWHILE_GAIN,
+    ParityVerdict,
+    Ratio,
+    SpeedVerdict,
+)
 from amp_suite.analysis.quantities import INVALID as INVALID_PARITY
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.analysis.words import evidence_words, interval_words, ratio_words, reach_words, times
@@ -44,13 +55,8 @@ from amp_suite.records.machine import Machine
 
 Accuracy = Literal["kept", "at risk", "lost", "not compared", "invalid"]
 KEPT, AT_RISK, LOST, NOT_COMPARED, INVALID = "kept", "at risk", "lost", "not compared", "invalid"
-SpeedVerdict = Literal["faster", "no gain", "unclear"]
-FASTER, NO_GAIN, UNCLEAR = "faster", "no gain", "unclear"
 Verdict = Literal["recommended", "stay", "inconclusive", "no answer"]
 RECOMMENDED, STAY, INCONCLUSIVE, NO_ANSWER = "recommended", "stay", "inconclusive", "no answer"
-# A mode whose interval shows it gains less than this over fp32, if anything, is not worth a change of
-# precision: "no gain", a conclusive answer, where [0.98, 1.02] would otherwise straddle 1 forever.
-WORTHWHILE_GAIN = 0.05
 # NVML reasons that say the GPU changed its state while timed; its power cap is its steady state under
 # load, the same for every window of a side-by-side pair (a change it causes shows in the windows).
 STEADY_LIMITS = frozenset({"sw_power_cap"})
@@ -138,6 +144,7 @@ class Speed:
     verdict: SpeedVerdict
     why: str | None = None
     moved: bool = False  # unclear because the machine changed under the run (not for want of precision)
+    out_of_budget: bool = False  # unclear when sequential timing's budget ran out: its words say how much more
 
 
 def speed(row: SummaryRow, reference: SummaryRow) -> Speed:
@@ -147,13 +154,31 @@ def speed(row: SummaryRow, reference: SummaryRow) -> Speed:
         why = f"{row.precision} ran at {ratio_words(row.speedup)} {_PACE} with no interval (no windows recorded)"
         return Speed(UNCLEAR, why)
     low, high = row.speedup.interval
+    # Timed round by round until the stopping rule decided, side by side: the pairs carry whatever the
+    # machine did, and the rule's interval is built to hold on a busy one (analysis.sequential).
+    ruled = row.speedup.side_by_side and row.timing_stop is not None and row.timing_stop.rule == "sequential"
     if high < 1 + WORTHWHILE_GAIN and (moved is None or row.speedup.side_by_side):
         return Speed(NO_GAIN)
-    if low > 1 and moved is None:
+    if low > 1 and (moved is None or ruled):
         return Speed(FASTER)
+    if ruled:
+        return Speed(UNCLEAR, _budget_words(row), out_of_budget=True)
     if moved is not None:
         return Speed(UNCLEAR, f"{moved}: the machine changed under the run", moved=True)
     return Speed(UNCLEAR, f"{row.precision} ran at {_speed_words(row, _PACE)}: within this run's noise")
+
+
+def _budget_words(row: SummaryRow) -> str:
+    """Why a sequentially timed mode is still unclear: how long it was timed, and how much more the
+    interval it stopped on suggests would decide it."""
+    stop = row.timing_stop
+    assert stop is not None
+    spent = f"{row.precision} ran at {_speed_words(row, _PACE)}"
+    spent += f" after {stop.rounds} rounds of turns ({stop.seconds:.0f} s)"
+    if stop.stopped != "budget":
+        return f"{spent}, undecided"
+    more = f"; at this spread about {stop.more_rounds} more rounds would decide it" if stop.more_rounds else ""
+    return f"{spent}, when the timing budget ran out{more}. Raise the matrix's stopping budget to measure longer"
 
 
 def machine_moved(row: SummaryRow, reference: SummaryRow) -> str | None:
@@ -260,7 +285,8 @@ def _judge(candidates: list[SummaryRow], reference: SummaryRow, machine: Machine
         rerun = "Rerun on a quiet machine, or with repeats: 3" if found.moved else "Rerun with repeats: 3"
         if host_bound(unclear[-1]):  # its jitter is the host's: more of the same host decides nothing
             rerun = "More repeats measure the host again"
-        return Judgement(INCONCLUSIVE, None, unclear[-1], f"inconclusive: {found.why}. {rerun}", (unclear[-1],))
+        words = found.why if found.out_of_budget else f"{found.why}. {rerun}"  # its words say what to do
+        return Judgement(INCONCLUSIVE, None, unclear[-1], f"inconclusive: {words}", (unclear[-1],))
     if risky:
         sentence = f"stay with {REFERENCE}: {_risk_words(risky[-1])}"
         return Judgement(STAY, reference, risky[-1], sentence, (risky[-1],))

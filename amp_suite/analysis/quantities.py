@@ -13,6 +13,12 @@ from typing import Literal
 from pydantic import computed_field
 from pydantic.dataclasses import dataclass
 
+# A mode's speed against fp32 (analysis.answer.speed, and the stopping rule's, analysis.sequential).
+SpeedVerdict = Literal["faster", "no gain", "unclear"]
+FASTER, NO_GAIN, UNCLEAR = "faster", "no gain", "unclear"
+# A mode whose interval shows it gains less than this over fp32, if anything, is not worth a change of
+# precision: "no gain", a conclusive answer, where [0.98, 1.02] would otherwise straddle 1 forever.
+WORTHWHILE_GAIN = 0.05
 ParityVerdict = Literal["pass", "fail", "indicative", "invalid", "not judged"]
 PASS: ParityVerdict = "pass"  # non-inferiority shown at the margin
 FAIL: ParityVerdict = "fail"  # not shown, or not finite

@@ -19,6 +19,12 @@ seed still gets an interval. Degrees of freedom: Welch-Satterthwaite.
 
 The speedup itself is the ratio of mean throughputs over the seeds both sides finished, the
 interval that ratio times exp(+-t x error): positive by construction, never clipped.
+
+A comparison timed sequentially (one seed side by side, rounds until the stopping rule decided:
+execution.side_by_side) takes its speedup and interval from that rule instead (`sequential_ratio`):
+the trimmed mean of its paired windows' ratios, and the rule's repeated interval, which holds at
+whichever round the timing stopped, as a fixed t interval looked at after every round would not; so
+the answer says what the stop decided, never more.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from amp_suite.analysis.ratios import INTERVAL_LEVEL, t_quantile
+from amp_suite.analysis.sequential import StoppingRule, decide
+from amp_suite.config.base import window_edges
 from amp_suite.records.results import CellRecord
 
 
@@ -98,6 +106,27 @@ def _welch_error(mode: list[float], baseline: list[float]) -> tuple[float | None
         return 0.0, float(len(mode) + len(baseline) - 2)
     degrees = variance**2 / sum(p**2 / (len(logs) - 1) for p, logs in zip(parts, (mode, baseline), strict=True))
     return math.sqrt(variance), degrees
+
+
+def sequential_ratio(
+    mode: Sequence[CellRecord], baseline: Sequence[CellRecord]
+) -> tuple[float, tuple[float, float]] | None:
+    """The stopping rule's speedup and interval for one seed's pair timed sequentially, from every
+    round's paired windows as the runner decided on them: the trimmed mean of their ratios (the rule
+    sets its own outliers aside) and its repeated interval; None for anything else."""
+    pairs = [(a, b) for a in mode for b in baseline if _side_by_side(a, b)]
+    if len(pairs) != 1 or any(r.timing_stop is None or r.timing_stop.rule != "sequential" for r in pairs[0]):
+        return None
+    a, b = pairs[0]
+    ratios = [math.log(x / y) for x, y in zip(a.throughput_windows, b.throughput_windows, strict=True) if x > 0 < y]
+    # The runner's decision stands from the round it was made at (execution.side_by_side).
+    ratios = ratios[: a.timing_stop.decided_at.get(a.precision, len(ratios))]
+    budget = (a.config.get("stopping") or {}).get("budget", 1)
+    windows = len(window_edges(a.steps)) - 1
+    if windows < 4 or not windows <= len(ratios) <= windows * budget:
+        return None
+    decision = decide(ratios, StoppingRule(min_rounds=windows, max_rounds=windows * budget))
+    return None if decision.ratio is None or decision.interval is None else (decision.ratio, decision.interval)
 
 
 def interval(

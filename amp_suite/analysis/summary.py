@@ -25,13 +25,13 @@ from pydantic.dataclasses import dataclass
 from amp_suite.analysis.bound import StepBound, step_bound
 from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, PASS, Difference, Parity, Ratio
 from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio
-from amp_suite.analysis.speedup import contrasts, interval
+from amp_suite.analysis.speedup import contrasts, interval, sequential_ratio
 from amp_suite.analysis.time_to_target import TimeToTarget, time_to_target
 from amp_suite.config import AUTO_BATCH, ParityConfig
 from amp_suite.config.matrix import LEGACY_PARITY_METHOD
 from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, precision_order
 from amp_suite.config.recorded import metric_label_of, recorded_workload
-from amp_suite.records.results import CellRecord
+from amp_suite.records.results import CellRecord, TimingStop
 
 BASELINE = REFERENCE  # the accuracy reference and the default speed baseline
 BASELINES = SPEED_BASELINES
@@ -137,6 +137,7 @@ class SummaryRow:
     gpu_idle_fraction: float | None = None  # share of the step the GPU sat idle, mean over seeds
     gpu_work_ratio: Ratio | None = None  # fp32's GPU work per step / this mode's: what the mode saved the GPU
     bound: StepBound | None = None  # what set the step's pace (analysis.bound); None off a GPU or where unknown
+    timing_stop: TimingStop | None = None  # side by side: how the comparison's timing stopped (a seed's)
     arms: str = ""  # the setup but how it ran (compile mode, layout, optimizer kernel, label): its arms share it
     time_to_target: TimeToTarget | None = None  # where the workload declares a target (analysis.time_to_target)
 
@@ -301,6 +302,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         channels_last=group[0].channels_last,
         gpu_type=group[0].config.get("machine"),
         arms=arms_key(group[0]),
+        timing_stop=next((r.timing_stop for r in ok if r.timing_stop is not None), None),
         status=_status(group),
         reason=next((r.reason for r in group if r.reason), None),
         runs=len(ok),
@@ -392,6 +394,11 @@ def _speedup(group: list[CellRecord], baseline: list[CellRecord], name: str, its
         return Ratio(value, name, seeds=len(seeds))
     found = [c for seed in seeds for c in contrasts(_ok_of_seed(group, seed), _ok_of_seed(baseline, seed))]
     side_by_side = bool(found) and all(c.side_by_side for c in found)
+    # One seed timed round by round until the stopping rule decided: the rule's interval, as it stopped on.
+    if len(seeds) == 1 and side_by_side:
+        ruled = sequential_ratio(_ok_of_seed(group, seeds[0]), _ok_of_seed(baseline, seeds[0]))
+        if ruled is not None:
+            return Ratio(ruled[0], name, ruled[1], 1, True)
     return Ratio(value, name, interval(value, found), len(seeds), side_by_side)
 
 

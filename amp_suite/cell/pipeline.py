@@ -13,8 +13,9 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -25,7 +26,7 @@ from amp_suite.cell.convergence import Evaluations, target_fields
 from amp_suite.cell.loop import Curves, Trainer
 from amp_suite.cell.precision import PrecisionPolicy, make_policy
 from amp_suite.cell.turns import ALONE, Turns, give, ready
-from amp_suite.cell.windows import train_timed
+from amp_suite.cell.windows import timing_rounds, train_timed
 from amp_suite.config import CellSpec
 from amp_suite.config.base import turns_before_timing, window_edges
 from amp_suite.data import DeviceBatches, batch_order, order_hash
@@ -144,32 +145,39 @@ def measure_session(
     if before_timed is not None:
         before_timed()
     warmup = _concatenated(warmup, _first_turns(turns, trainer, batches, device, held_back, gpu_work))
-    timer = make_step_timer(device, spec.steps)
+    # Sequential timing (side by side): after the fixed schedule, rounds past it until the stopping
+    # rule decides or the budget ends (execution.side_by_side); the timer holds them all.
+    sequential = turns.shared and spec.stopping.rule == "sequential"
+    timer = make_step_timer(device, spec.steps * (spec.stopping.budget if sequential else 1))
     target = spec.workload.target
     edges = window_edges(spec.steps)
+    samples_per_step = world * spec.batch_size
 
     def evaluate() -> dict[str, float]:
         # The eager module holds the trained weights too; evaluating it spares a recompile for eval
         # mode and for the last, smaller batch.
         return session.workload.evaluate(model, session.data.validation, spec.batch_size, policy.forward_context)
 
-    def handover() -> None:
-        give(turns)
+    def handover(first: int) -> None:
+        give(turns, timer.rate_since(first, samples_per_step))  # the window that began at step `first`
         turns.take()
 
     # Every instrument the record's schema names (peak memory, the GPU's state), then the host's
     # CPU clock innermost, so that it counts the steps and not the instruments' readings. Between
     # windows (another cell's turn) and for time to target's evaluations, what can pause does.
     with instrumented(device, REGION_INSTRUMENTS) as readings, HostCpuTime() as host_cpu:
+        paused = partial(_between_steps, device, readings, host_cpu)
         measured, evaluations = train_timed(
             trainer, batches, timer, lambda n: progress("measure", n, spec.steps),
             edges=edges, every=None if target is None else target.eval_every,
             evaluate=lambda: evaluate()[session.workload.primary_metric],
-            paused=lambda: _between_steps(device, readings, host_cpu), handover=handover, rewarm=turns.shared,
+            paused=paused, handover=handover, rewarm=turns.shared,
         )  # fmt: skip
+        # Accuracy is the matrix's steps': sequential, evaluated now, in this cell's own turn, before
+        # rounds that only time; else once no cell of the comparison times its steps any more.
+        validation = _evaluated(evaluate, paused, progress) if sequential else None
+        edges = edges + timing_rounds(trainer, batches, timer, turns, edges, samples_per_step, paused)
         times_ms, span_s = timer.read()  # synchronises once
-    give(turns)
-    turns.finish()  # no evaluation while another cell of the comparison times its steps
     timed = timer.timed_steps  # side by side, each turn's first step is trained but not timed
     stats = step_stats(times_ms)
     spread = Spread.of(timer.spans, edges, world * spec.batch_size)
@@ -179,13 +187,14 @@ def measure_session(
         samples, seconds = world * spec.batch_size * timed, span_s
     steps_kept = samples / (world * spec.batch_size)
     loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
-    progress("evaluate", 0, 1)
-    validation = evaluate()
+    if validation is None:
+        validation = _evaluated(evaluate, nullcontext, progress)
     flops = diagnostics.get("flops_per_step")
     rates = {
         "throughput": samples / seconds,  # every device's samples
         "host_cpu_ms_per_step": host_cpu.seconds * 1e3 / timed,
-        "untimed_steps": spec.steps - timed,
+        "untimed_steps": edges[-1] - timed,
+        "timing_stop": turns.stopped,
         "warmup_s": warmup_s,
         "host_syncs_per_step": host_syncs,
         # MFU divides FLOP/s by world size x one device's peak: the devices' together, as throughput.
@@ -292,6 +301,12 @@ def evaluation_fields(
         "eval_s": evaluations.seconds,
         **target_fields(curve, target.value, workload.higher_is_better),
     }
+
+
+def _evaluated(evaluate: Callable[[], dict[str, float]], paused: Callable, progress: Progress) -> dict[str, float]:
+    progress("evaluate", 0, 1)
+    with paused():
+        return evaluate()
 
 
 @contextmanager

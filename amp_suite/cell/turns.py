@@ -3,9 +3,11 @@
 Side by side (amp_suite.execution.side_by_side), every cell of a comparison prepares and warms up
 in a process of its own, then says it is ready and waits. The run hands the device to one cell at a
 time, for one window of its timed steps; the cell finishes the window (on a GPU, waits for its
-queued kernels), lets its threads settle, and hands it back. Once every cell has run its last
-window, the run lets them all go on to their evaluations together. A cell that runs alone has an
-`Alone`: every call returns at once. The worker carries the messages (execution.worker).
+queued kernels), lets its threads settle, and hands it back with the window's rate. After the
+fixed schedule's windows, the run either grants another round of turns (sequential timing: until
+the stopping rule decides, or the budget ends) or releases them all, saying how the timing stopped.
+A cell that runs alone has an `Alone`: every call returns at once. The worker carries the messages
+(execution.worker).
 """
 
 from __future__ import annotations
@@ -26,11 +28,17 @@ class Turns(Protocol):
     def take(self) -> None:
         """Wait until this cell may run its next window."""
 
-    def give(self) -> None:
-        """The window is done and the device idle: the next cell may run its own."""
+    def give(self, rate: float | None = None) -> None:
+        """The window is done (at `rate` samples/s; None: no timed window) and the device idle:
+        the next cell may run its own."""
 
-    def finish(self) -> None:
-        """After the last window: wait until no cell of the comparison is timing its steps."""
+    def again(self) -> bool:
+        """After the fixed schedule and each round past it: True, this cell's turn for one more
+        window; False, released (no cell of the comparison times its steps any more)."""
+
+    @property
+    def stopped(self) -> dict[str, object] | None:
+        """Once released: how the comparison's timing stopped (execution.side_by_side), or None."""
 
 
 class Alone:
@@ -44,21 +52,25 @@ class Alone:
     def take(self) -> None:
         pass
 
-    def give(self) -> None:
+    def give(self, rate: float | None = None) -> None:
         pass
 
-    def finish(self) -> None:
-        pass
+    def again(self) -> bool:
+        return False
+
+    @property
+    def stopped(self) -> dict[str, object] | None:
+        return None
 
 
 ALONE = Alone()
 
 
-def give(turns: Turns) -> None:
+def give(turns: Turns, rate: float | None = None) -> None:
     """Hand the device over once this process's threads have stopped (`settle`)."""
     if turns.shared:
         settle()
-    turns.give()
+    turns.give(rate)
 
 
 def ready(turns: Turns, memory: dict[str, float]) -> None:

@@ -23,6 +23,7 @@ import torch
 
 from amp_suite.cell.convergence import Evaluations
 from amp_suite.cell.loop import Curves, Trainer
+from amp_suite.cell.turns import Turns, give
 from amp_suite.data import DeviceBatches
 from amp_suite.instruments.timers import CpuStepTimer, CudaStepTimer
 
@@ -39,7 +40,7 @@ def train_timed(
     every: int | None,
     evaluate: Callable[[], float],
     paused: Pause,
-    handover: Callable[[], None],
+    handover: Callable[[int], None],
     rewarm: bool = False,
 ) -> tuple[Curves, Evaluations]:
     """The timed steps, windows as `edges` gives them. At a window's end the cell evaluates first
@@ -50,7 +51,7 @@ def train_timed(
     while done < steps:
         if done in ends:
             with paused():
-                handover()
+                handover(edges[edges.index(done) - 1])  # the window that just ended began there
         if rewarm and done in starts:
             with paused():
                 runs.append(trainer.run(batches, 1))
@@ -69,3 +70,30 @@ def train_timed(
             seconds += time.perf_counter() - clock
     curves = (torch.cat([losses for losses, _ in runs]), torch.cat([norms for _, norms in runs]))
     return curves, Evaluations(points, seconds)
+
+
+def timing_rounds(
+    trainer: Trainer,
+    batches: DeviceBatches,
+    timer: CpuStepTimer | CudaStepTimer,
+    turns: Turns,
+    edges: list[int],
+    samples_per_step: int,
+    paused: Pause,
+) -> list[int]:
+    """After the fixed schedule: hand its last window over, then, while the run grants this cell
+    another round (sequential timing, execution.side_by_side), one more window of the schedule's
+    size, timed only: its losses are not kept and nothing evaluates after it. The windows' new edges."""
+    size, first, added = edges[-1] - edges[-2], edges[-2], []
+    while True:
+        with paused():
+            give(turns, timer.rate_since(first, samples_per_step))
+            if not turns.again():  # released: no cell of the comparison times its steps any more
+                return added
+        first = added[-1] if added else edges[-1]
+        with paused():  # the turn's first step re-warms the device, as every turn's does: untimed
+            trainer.run(batches, 1)
+        timer.skip()
+        trainer.run(batches, size - 1, timer)
+        timer.split()
+        added.append(first + size)

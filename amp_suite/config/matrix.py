@@ -53,6 +53,38 @@ class ParityConfig(FrozenModel):
         return data
 
 
+MAX_BUDGET_FACTOR = 20  # analysis.sequential plans its looks up to 20x the fixed schedule's rounds
+# The default budget: 12x the schedule's rounds (72 of 6 windows; analysis.sequential's simulation of
+# busy runs finds a 1.10x gain in 86% of them by then, 31% by 18), and at most 120 s of a comparison's
+# turns, so that a busy box runs the default GPU matrix's timing at most a few times longer.
+DEFAULT_BUDGET, DEFAULT_BUDGET_S = 12, 120.0
+
+
+class StoppingConfig(FrozenModel):
+    """How long a side-by-side comparison is timed. `sequential` (the default): after the fixed
+    schedule's windows, round after round until every mode's speed verdict is decided, by a stopping
+    rule whose error holds however often it looks (analysis.sequential), or the budget ends. `fixed`:
+    the schedule alone, step for step (reproducing a published configuration). Either way accuracy is
+    judged at the matrix's `steps`: the rounds after them only time. Cells that run alone keep the
+    fixed schedule."""
+
+    rule: Literal["sequential", "fixed"] = "sequential"
+    budget: int = Field(
+        DEFAULT_BUDGET, ge=1, le=MAX_BUDGET_FACTOR,
+        description="the most rounds of turns, as a multiple of the fixed schedule's windows (12: twelve times)",
+    )  # fmt: skip
+    budget_s: float | None = Field(
+        DEFAULT_BUDGET_S, gt=0, le=86_400,
+        description="and at most this many seconds of a comparison's turns (null: rounds alone)",
+    )  # fmt: skip
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, data: object) -> object:
+        """`stopping: fixed` (or `sequential`) for the rule alone."""
+        return {"rule": data} if isinstance(data, str) else data
+
+
 class Expectation(FrozenModel):
     """An outcome the matrix is built to produce, e.g. a negative control that must fail parity.
     Cells it covers are judged by it instead of by the default (ok or skipped, parity not failed)."""
@@ -91,16 +123,20 @@ class CellSpec(FrozenModel):
     machine: str | None = Field(
         None, pattern=NAME_PATTERN, max_length=NAME_MAX, description="the GPU type a Ray fleet must run it on"
     )
+    stopping: StoppingConfig = StoppingConfig(rule="fixed")
 
     @model_serializer(mode="wrap")
     def _without_unset_axes(self, handler):
         """A cell that is neither data-parallel nor bound to a GPU type has no `ddp` or `machine`
-        key: its config_hash is what it always was."""
+        key, and one timed on the fixed schedule no `stopping` key: its config_hash is what it
+        always was (records before sequential timing were timed so)."""
         data = handler(self)
         if isinstance(data, dict):
             for axis in ("ddp", "machine"):
                 if getattr(self, axis) is None:
                     data.pop(axis, None)
+            if self.stopping.rule == "fixed":
+                data.pop("stopping", None)
         return data
 
     @property
@@ -143,6 +179,7 @@ class Matrix(FrozenModel):
         max_length=64,
         description="GPU types, as Ray names them (A100, H100): with --ray the matrix runs once on each",
     )
+    stopping: StoppingConfig = Field(StoppingConfig(), description="how long a side-by-side comparison is timed")
     side_by_side: bool = Field(
         True,
         description="the precisions of a comparison take turns on the device, window by window of their timed"
@@ -201,6 +238,7 @@ class Matrix(FrozenModel):
                 force=force or p in w.force,
                 ddp=ddp,
                 machine=machine,
+                stopping=self.stopping,
             )
             for machine in self.machines or [None]  # a Ray fleet runs the whole matrix on each type
             for w in self.workloads

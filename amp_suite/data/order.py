@@ -71,8 +71,9 @@ class DeviceBatches:
         self._next = 0
 
     def peek(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The batch next() would return, without advancing."""
-        chunk, offset = divmod(self._next, self.per_gather)
+        """The batch next() would return, without advancing. Past the order's end (rounds that only
+        time, cell.pipeline) it starts over: any batch of the order does for a stopwatch."""
+        chunk, offset = divmod(self._next % len(self.order), self.per_gather)
         if self._gathered is None or self._gathered[0] != chunk:
             index = self._chunks[chunk].flatten()
             # Indexing (unlike index_select) keeps the pool's memory format: channels_last stays so.

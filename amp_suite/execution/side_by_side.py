@@ -19,6 +19,16 @@ one window at a time; a cell that ends early (skipped, failed) gives up its turn
 window, all of them go on to their evaluations. A cell that runs out of memory while others hold
 the device is run again alone, after them: memory they held is not its own result.
 
+How long. After the fixed schedule's windows, sequential timing (the matrix's `stopping`, by
+default) grants round after round while a mode's speed against the comparison's reference is
+undecided by the stopping rule (analysis.sequential: each round's paired windows' log-ratios), up
+to its budget in rounds and seconds; `fixed` releases the cells after the schedule. A mode's first
+decision stands (a later round could only re-open it). Past the schedule each round's order is
+drawn, from a seed the comparison fixes: a neighbour's load that switches in step with strict
+turns would otherwise land on one side of every pair (in simulation, false "faster" rose to 31%;
+drawn, it stayed within 4%). The release says how the timing stopped, and each record keeps it
+(`timing_stop`).
+
 Cost. Every cell of the comparison holds its memory on the device until the last window; per
 window, one handover (two pipe messages and, on a GPU, the cell's queued kernels drained), outside
 every timed span. The cells' preparation and evaluation take as long as one after another.
@@ -26,14 +36,19 @@ every timed span. The cells' preparation and evaluation take as long as one afte
 
 from __future__ import annotations
 
+import math
+import random
 import threading
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Literal
 
+from amp_suite.analysis.sequential import UNDECIDED, Decision, StoppingRule, decide
 from amp_suite.config import AUTO_BATCH, CellSpec, Matrix
 from amp_suite.config.base import turns_before_timing, window_edges
+from amp_suite.config.precisions import REFERENCE
 from amp_suite.execution.worker import Cancelled
 
 # The next cell starts when the device's free memory is at least this many times the most any cell
@@ -78,6 +93,14 @@ def why_alone(cells: Sequence[CellSpec], matrix: Matrix, shared: bool) -> str | 
     return None
 
 
+def _rule(first: CellSpec, windows: int) -> StoppingRule | None:
+    """The stopping rule of a sequentially timed comparison, its looks from the schedule's windows
+    to the budget's; None on the fixed schedule (or one too short for the rule's first look)."""
+    if first.stopping.rule != "sequential" or windows < 4:  # the rule's first look needs 4 pairs
+        return None
+    return StoppingRule(min_rounds=windows, max_rounds=windows * first.stopping.budget)
+
+
 def turn_order(members: Sequence[int], rounds: int) -> list[int]:
     """Who has each turn: round by round, in the members' order, then in the reverse order."""
     order: list[int] = []
@@ -93,6 +116,7 @@ class _Member:
     down: Connection | None = None
     held_mb: float = 0.0
     beside: int = 0  # the comparison's other cells alive when this one ended
+    rates: list[float] = field(default_factory=list)  # samples/s of each timed window, in order
 
 
 class SideBySide:
@@ -104,7 +128,14 @@ class SideBySide:
         first = cells[0]
         self.members = [_Member(spec) for spec in cells]
         # The turns each cell takes: one a window, and one for the warmup steps it keeps back.
-        self.rounds = len(window_edges(first.steps)) - 1 + (1 if turns_before_timing(first.warmup_steps) else 0)
+        windows = len(window_edges(first.steps)) - 1
+        self.rounds = windows + (1 if turns_before_timing(first.warmup_steps) else 0)
+        self.rule = _rule(first, windows)
+        self.budget_s = first.stopping.budget_s
+        self.stopped: dict[str, object] | None = None  # how the timing stopped, once it has
+        self.decided: dict[str, Decision] = {}  # each mode's first decision: it stands
+        self._order = random.Random(first.config_hash)  # the rounds past the schedule: a seeded draw
+        self._began = 0.0  # when the first turn was granted
         self.new_process_mb = NEW_PROCESS_MB.get(first.device, 0.0)
         self.took_turns: list[int] = []  # the members that took turns, in their first round's order
         self._turns: list[int] | None = None  # who runs each window, once every member is settled
@@ -168,8 +199,10 @@ class SideBySide:
             self._changed.notify_all()
             self._start_turns()
 
-    def _turn_done(self, index: int) -> None:
+    def _turn_done(self, index: int, rate: float | None) -> None:
         with self._changed:
+            if rate is not None:  # a timed window's (the warmup steps' turn has none)
+                self.members[index].rates.append(rate)
             if self._turns is not None and self._position < len(self._turns) and self._turns[self._position] == index:
                 self._position += 1
                 self._grant()
@@ -207,19 +240,66 @@ class SideBySide:
             return
         self.took_turns = [i for i, m in enumerate(self.members) if m.state == "ready"]
         self._turns = turn_order(self.took_turns, self.rounds)
+        self._began = time.monotonic()
         self._grant()
 
     def _grant(self) -> None:
         """The next window to a cell still there; after the last, every cell is released."""
         assert self._turns is not None
-        while self._position < len(self._turns):
-            if self._send(self._turns[self._position], "go"):
-                return
-            self._position += 1
+        while True:
+            while self._position < len(self._turns):
+                if self._send(self._turns[self._position], "go"):
+                    return
+                self._position += 1
+            if not self._another_round():
+                break
         for index in self.took_turns:
-            self._send(index, "release")
+            self._send(index, ("release", self.stopped))
 
-    def _send(self, index: int, word: str) -> bool:
+    def _another_round(self) -> bool:
+        """After the schedule and each round past it: whether to grant one more (sequential timing,
+        a mode still undecided, budget left); else `stopped` says why not."""
+        present = [i for i in self.took_turns if self.members[i].state == "ready"]
+        rounds = min((len(self.members[i].rates) for i in present), default=0)
+        seconds = time.monotonic() - self._began
+        stop = {"rule": "fixed" if self.rule is None else "sequential", "rounds": rounds, "seconds": seconds}
+        if self.rule is None or len(present) < 2:
+            self.stopped = {**stop, "stopped": "fixed"}
+            return False
+        decisions = self._decisions(present, rounds)
+        undecided = [d for d in decisions.values() if d.verdict == UNDECIDED]
+        stop |= {
+            "verdicts": {precision: d.verdict for precision, d in decisions.items()},
+            "decided_at": {precision: d.rounds for precision, d in decisions.items() if d.verdict != UNDECIDED},
+        }
+        if not undecided:
+            self.stopped = {**stop, "stopped": "decided"}
+            return False
+        per_round = seconds / max(1, rounds)
+        if rounds >= self.rule.max_rounds or (self.budget_s is not None and seconds + per_round > self.budget_s):
+            self.stopped = {**stop, "stopped": "budget", "more_rounds": max(d.more_rounds or 0 for d in undecided)}
+            return False
+        self._turns += self._order.sample(self.took_turns, len(self.took_turns))
+        return True
+
+    def _decisions(self, present: list[int], rounds: int) -> dict[str, Decision]:
+        """Each mode's decision against the comparison's reference (fp32, else its first cell), on
+        the rounds both timed; a mode decided before keeps its decision."""
+        reference = next((i for i in present if self.members[i].spec.precision == REFERENCE), present[0])
+        base = self.members[reference].rates[:rounds]
+        found = dict(self.decided)
+        for index in present:
+            precision = self.members[index].spec.precision
+            if index == reference or precision in self.decided:
+                continue
+            mine = self.members[index].rates[:rounds]
+            ratios = [math.log(a / b) for a, b in zip(mine, base, strict=True) if a > 0 and b > 0]
+            found[precision] = decide(ratios, self.rule)
+            if found[precision].verdict != UNDECIDED:
+                self.decided[precision] = found[precision]
+        return found
+
+    def _send(self, index: int, word: object) -> bool:
         member = self.members[index]
         if member.state != "ready" or member.down is None:
             return False
@@ -239,8 +319,8 @@ class _Seat:
     def ready(self, memory: dict[str, float], down: Connection) -> None:
         self.comparison._ready(self.index, memory, down)
 
-    def turn_done(self) -> None:
-        self.comparison._turn_done(self.index)
+    def turn_done(self, rate: float | None = None) -> None:
+        self.comparison._turn_done(self.index, rate)
 
     def left(self) -> None:
         self.comparison._left(self.index)

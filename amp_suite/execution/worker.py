@@ -60,7 +60,7 @@ class Seat(Protocol):
     what the cell says on its pipe, passed on. `down` is the pipe that carries the run's word to it."""
 
     def ready(self, memory: dict[str, float], down: Connection) -> None: ...
-    def turn_done(self) -> None: ...
+    def turn_done(self, rate: float | None) -> None: ...
     def left(self) -> None: ...
 
 
@@ -119,7 +119,7 @@ def run_isolated(
             elif kind == "ready" and seat is not None:
                 seat.ready(payload, down_writer)
             elif kind == "turn" and seat is not None:
-                seat.turn_done()
+                seat.turn_done(payload)
             else:
                 record = CellRecord.model_validate_json(payload)
         process.join()
@@ -166,7 +166,7 @@ class _PipeTurns:
 
     def __init__(self, up: Connection, down: Connection) -> None:
         self.up, self.down = up, down
-        self.window = 0
+        self._stopped: dict[str, object] | None = None
 
     def ready(self, memory: dict[str, float]) -> None:
         self.up.send(("ready", memory))
@@ -174,12 +174,19 @@ class _PipeTurns:
     def take(self) -> None:
         self.down.recv()  # blocks, without spinning: the device is another cell's
 
-    def give(self) -> None:
-        self.up.send(("turn", self.window))
-        self.window += 1
+    def give(self, rate: float | None = None) -> None:
+        self.up.send(("turn", rate))
 
-    def finish(self) -> None:
-        self.down.recv()
+    def again(self) -> bool:
+        word = self.down.recv()  # "go", or ("release", how the timing stopped)
+        if word == "go":
+            return True
+        self._stopped = word[1]
+        return False
+
+    @property
+    def stopped(self) -> dict[str, object] | None:
+        return self._stopped
 
 
 class _ThrottledProgress:

@@ -155,6 +155,17 @@ class _Segments:
         edges = sorted({0, len(self._trained), *self._breaks})
         return [(first, end - 1) for first, end in zip(edges, edges[1:], strict=False) if end > first]
 
+    def rate_since(self, first: int, samples_per_step: int) -> float | None:
+        """Samples per second over the runs that began at trained step `first` or later (a window
+        just ended: on a GPU its kernels have finished, so reading its events waits for nothing)."""
+        runs = [(a, b) for a, b in self._runs() if self._trained[a] >= first]
+        seconds = sum(self._run_seconds(a, b) for a, b in runs)
+        steps = sum(b - a + 1 for a, b in runs)
+        return samples_per_step * steps / seconds if seconds > 0 else None
+
+    def _run_seconds(self, first: int, last: int) -> float:
+        raise NotImplementedError
+
     def _spans(self, seconds: list[float]) -> list[Span]:
         """The runs as spans of trained steps, given each run's seconds."""
         runs = zip(self._runs(), seconds, strict=True)
@@ -176,6 +187,9 @@ class CpuStepTimer(_Segments):
     def __exit__(self, *exc: object) -> None:
         self._marks.append((self._start, time.perf_counter()))
         self._count()
+
+    def _run_seconds(self, first: int, last: int) -> float:
+        return self._marks[last][1] - self._marks[first][0]
 
     def read(self) -> tuple[list[float], float]:
         """(per-step milliseconds, the runs' spans in seconds, summed)."""
@@ -207,6 +221,9 @@ class CudaStepTimer(_Segments):
     def __exit__(self, *exc: object) -> None:
         self._events[self.timed_steps][1].record()
         self._count()
+
+    def _run_seconds(self, first: int, last: int) -> float:
+        return self._events[first][0].elapsed_time(self._events[last][1]) / 1e3
 
     def read(self) -> tuple[list[float], float]:
         used = self._events[: self.timed_steps]

@@ -61,6 +61,21 @@ def first_reaching(curve: list[EvalPoint], target: float, higher_is_better: bool
     return next((p for p in curve if (p.metric >= target if higher_is_better else p.metric <= target)), None)
 
 
+class TimingStop(BaseModel):
+    """How a side-by-side comparison's timing stopped (execution.side_by_side): after the fixed
+    schedule, or by the stopping rule, decided or out of budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: Literal["sequential", "fixed"]
+    stopped: Literal["decided", "budget", "fixed"]
+    rounds: int = Field(ge=0)  # timed windows per cell, the schedule's and any past it
+    seconds: float = Field(ge=0)  # from the first turn to the release
+    verdicts: dict[str, Literal["faster", "no gain", "undecided"]] = Field(default_factory=dict, max_length=64)
+    decided_at: dict[str, int] = Field(default_factory=dict, max_length=64)  # the round each mode was decided at
+    more_rounds: int | None = Field(None, ge=0)  # out of budget: rounds the last interval projects to a decision
+
+
 class SetAsideWindow(BaseModel):
     """A window of the timed steps left out of the cell's figures, and why."""
 
@@ -128,6 +143,9 @@ class CellRecord(BaseModel):
         "steps",
         "steps trained among the timed ones but not timed: side by side, each turn's first (cell.windows)",
         topic="timing",
+    )
+    timing_stop: TimingStop | None = Field(
+        None, description="side by side: how the comparison's timing stopped (None: the cell ran alone)"
     )
     ran_alone: str | None = Field(
         None, description="why this cell was timed alone, one after another, though its comparison has others"

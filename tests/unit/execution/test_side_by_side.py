@@ -62,6 +62,13 @@ class Cell:
         return heard
 
 
+def released(cell: Cell) -> dict:
+    """The release a cell heard, and how the timing stopped, which it carries."""
+    (word,) = cell.said()
+    assert word[0] == "release", word
+    return word[1]
+
+
 def test_turns_begin_once_every_cell_is_ready_and_pass_round_then_back_then_release_them():
     comparison = SideBySide(CELLS[:3])
     cells = [Cell(comparison, index) for index in range(3)]
@@ -78,7 +85,7 @@ def test_turns_begin_once_every_cell_is_ready_and_pass_round_then_back_then_rele
         granted.append(turn)
         cells[turn].seat.turn_done()
     assert granted == [0, 1, 2, 2, 1, 0]
-    assert [cell.said() for cell in cells] == [["release"]] * 3
+    assert [[word[0] for word in cell.said()] for cell in cells] == [["release"]] * 3
     assert comparison.paired(1) == [c.cell_id for c in CELLS[:3]]
 
 
@@ -97,7 +104,7 @@ def test_a_cell_that_ends_gives_up_its_turns_and_one_that_never_got_ready_takes_
     cells[2].seat.left()  # killed in its turn: the turns go on without it
     assert cells[0].said() == ["go"]
     cells[0].seat.turn_done()
-    assert cells[0].said() == ["release"] and comparison.paired(1) == []
+    assert released(cells[0]) and comparison.paired(1) == []
     assert comparison.alone(2, "failed") is None  # a failure is its own result
     assert comparison.alone(2, "oom") is not None  # memory others held is not: measured again alone
 
@@ -114,7 +121,7 @@ def test_a_cell_that_would_not_fit_beside_the_others_is_refused_a_seat_and_runs_
     )
     assert cells[0].said() == ["go"]  # alone in its seat, it runs its window without waiting
     cells[0].seat.turn_done()
-    assert cells[0].said() == ["release"] and comparison.paired(0) == []
+    assert released(cells[0]) and comparison.paired(0) == []
     waiting = threading.Thread(target=comparison.wait_over, args=(NEVER,))
     waiting.start()
     waiting.join(0.2)
@@ -203,3 +210,53 @@ def test_a_cell_that_does_not_fit_beside_the_others_or_ran_out_of_memory_beside_
               if r["precision"] == "bf16"]  # fmt: skip
     over_fp32 = row["speedups"]["fp32"]
     assert not over_fp32["side_by_side"] and 0 < over_fp32["interval"][0] < over_fp32["interval"][1]
+
+
+def sequential(budget: int = 2, budget_s: float | None = None) -> SideBySide:
+    """fp32 and bf16, six windows of 10 steps (the rule's first look), timed sequentially."""
+    stopping = {"rule": "sequential", "budget": budget, "budget_s": budget_s}
+    matrix = tiny_matrix(precisions=["fp32", "bf16"], warmup_steps=1, steps=60, stopping=stopping)
+    return SideBySide(Matrix.model_validate(matrix).cells("cpu")[:2])
+
+
+def run_turns(comparison: SideBySide, rates: dict[int, list[float]]) -> tuple[list[int], dict]:
+    """Both cells ready; each granted turn ends at the next of its rates; until released."""
+    cells = [Cell(comparison, index) for index in range(2)]
+    for index, cell in enumerate(cells):
+        assert comparison.admit(index, NEVER)
+        cell.ready()
+    granted = []
+    while True:
+        heard = {index: cell.said() for index, cell in enumerate(cells)}
+        if any(words and words != ["go"] for words in heard.values()):
+            assert [word[0] for word in heard[0] + heard[1]] == ["release", "release"]
+            return granted, heard[0][0][1]
+        (turn,) = [index for index, words in heard.items() if words]
+        granted.append(turn)
+        cells[turn].seat.turn_done(rates[turn][sum(1 for t in granted if t == turn) - 1])
+
+
+def test_a_comparison_decided_at_the_first_look_is_released_after_the_schedule():
+    """bf16 twice fp32's speed: 'faster' after the six windows of the schedule, and no round more."""
+    granted, stopped = run_turns(sequential(), {0: [1000.0, 1010, 990, 1005, 995, 1000], 1: [2000.0] * 6})
+    assert granted == [0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0]  # the schedule's strict alternation
+    assert stopped["stopped"] == "decided" and stopped["rounds"] == 6
+    assert stopped["verdicts"] == {"bf16": "faster"} and stopped["decided_at"] == {"bf16": 6}
+
+
+def test_an_undecided_comparison_takes_rounds_past_the_schedule_in_a_drawn_order_up_to_its_budget():
+    """Equal speeds, a noisy machine: undecided, so rounds go on past the schedule, each in an order
+    drawn from a seed (not strict alternation), until the budget (2x: 12 rounds) ends them."""
+    noisy = [1000.0 * f for f in (1.2, 0.8, 1.1, 0.9, 1.25, 0.75) * 2]
+    granted, stopped = run_turns(sequential(budget=2), {0: noisy, 1: noisy[::-1]})
+    assert len(granted) == 24 and sorted(granted[12:]) == [0] * 6 + [1] * 6
+    rounds = [granted[i : i + 2] for i in range(12, 24, 2)]
+    assert all(sorted(r) == [0, 1] for r in rounds) and rounds != [[1, 0], [0, 1]] * 3  # each round both, drawn
+    assert stopped["stopped"] == "budget" and stopped["rounds"] == 12 and stopped["verdicts"] == {"bf16": "undecided"}
+    assert stopped["more_rounds"] > 0
+
+
+def test_a_budget_in_seconds_ends_the_rounds_it_cannot_fit():
+    noisy = [1000.0 * f for f in (1.2, 0.8, 1.1, 0.9, 1.25, 0.75) * 3]
+    granted, stopped = run_turns(sequential(budget=3, budget_s=1e-6), {0: noisy, 1: noisy[::-1]})
+    assert len(granted) == 12 and stopped["stopped"] == "budget" and stopped["rounds"] == 6
