@@ -16,7 +16,7 @@ STAND_IN = Path(__file__).resolve().parents[2] / "scripts" / "simulated_stream"
 
 
 def run(root: Path, name: str, launch_us: int, workload: dict, precisions: list[str]):
-    matrix = {"name": name, "seed": 0, "warmup_steps": 6, "steps": 12, "precisions": precisions,
+    matrix = {"name": name, "seed": 0, "warmup_steps": 6, "steps": 12, "precisions": precisions, "stopping": "fixed",
               "workloads": [{"workload": "mlp", "force": precisions, **workload}]}  # fmt: skip
     (root / f"{name}.yaml").write_text(yaml.safe_dump(matrix))
     env = {"PYTHONPATH": str(STAND_IN), "SIMULATED_LAUNCH_US": str(launch_us), "COLUMNS": "200"}

@@ -75,7 +75,10 @@ def cuda_trace(device: torch.device) -> Iterator[Callable[[], list[DeviceSpan]]]
     with profile(activities=[ProfilerActivity.CUDA]) as traced:
         yield lambda: found
         torch.cuda.synchronize(device)  # the last kernels land in the trace
-    found.extend(device_spans(traced.profiler.kineto_results.events()))
+    try:
+        found.extend(device_spans(traced.profiler.kineto_results.events()))
+    except (AttributeError, RuntimeError) as error:  # another torch's kineto: the steps trained; no figure
+        print(f"GPU work: the trace could not be read ({type(error).__name__}: {error}): not measured", flush=True)
 
 
 def supported(device: torch.device) -> bool:
@@ -102,7 +105,11 @@ class GpuWork:
         first = train(steps - traced)
         with trace(self.device) as spans:
             last = train(traced)
-        self.busy_ms_per_step = busy_ns(spans()) / 1e6 / traced
+        found = spans()
+        if not found:  # no kernel in the trace: CUPTI saw nothing (unavailable, or taken), which is no idle GPU
+            print(f"GPU work: the trace of {traced} steps holds no kernel: not measured", flush=True)
+            return [first, last]
+        self.busy_ms_per_step = busy_ns(found) / 1e6 / traced
         self.steps = traced
         return [first, last]
 

@@ -103,3 +103,19 @@ def test_nothing_is_traced_off_a_gpu_nor_in_a_steps_first():
     assert work.run(lambda n: n, 5) == [5] and work.fields(1.0) == {}
     work.device = torch.device("meta")
     assert work.run(lambda n: n, 1) == [1]
+
+
+def test_a_trace_without_a_kernel_measures_nothing_rather_than_an_idle_gpu(monkeypatch, capsys):
+    """CUPTI unavailable (or held by another profiler) gives a trace with no device event: that is no
+    measurement, never a GPU idle all the step."""
+
+    @contextmanager
+    def empty(device):
+        yield lambda: []
+
+    monkeypatch.setattr(gpu_work, "trace", empty)
+    monkeypatch.setattr(gpu_work, "supported", lambda device: True)
+    work = GpuWork(torch.device("cpu"))
+    assert work.run(lambda n: n, 6) == [3, 3]
+    assert work.busy_ms_per_step is None and work.fields(10.0) == {}
+    assert "holds no kernel: not measured" in capsys.readouterr().out
