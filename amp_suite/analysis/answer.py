@@ -52,6 +52,7 @@ from amp_suite.analysis.words import evidence_words, interval_words, ratio_words
 from amp_suite.config.precisions import AMP_MODES, BF16_BASELINE, FP8_MODES, MODE_BY_NAME, REFERENCE
 from amp_suite.hardware.capability import recommend
 from amp_suite.records.machine import Machine
+from amp_suite.records.results import TimingStop
 
 Accuracy = Literal["kept", "at risk", "lost", "not compared", "invalid"]
 KEPT, AT_RISK, LOST, NOT_COMPARED, INVALID = "kept", "at risk", "lost", "not compared", "invalid"
@@ -86,6 +87,7 @@ class Answer:
     rule_disagrees: str | None = None  # the sentence, when the rule and the measurement differ
     rule_note: str | None = None  # the same, beside the answer: no figure its sentence already gives
     host_bound: bool = False  # a compared mode's step was set by the host's launches (analysis.bound)
+    timed: str | None = None  # side by side: how long the comparison was timed and why it stopped, in words
     arms: str = ""  # the comparisons that are arms of the same model (SummaryRow.arms)
 
 
@@ -168,6 +170,21 @@ def speed(row: SummaryRow, reference: SummaryRow) -> Speed:
     return Speed(UNCLEAR, f"{row.precision} ran at {_speed_words(row, _PACE)}: within this run's noise")
 
 
+def timed_words(stop: TimingStop | None) -> str | None:
+    """How long a side-by-side comparison was timed, and why it stopped: "decided after 7 rounds of
+    turns (140 steps a cell, 13 s)"; None where its cells ran alone."""
+    if stop is None:
+        return None
+    steps = f"{stop.steps:,} steps a cell, " if stop.steps is not None else ""
+    spent = f"{stop.rounds} rounds of turns ({steps}{stop.seconds:.0f} s)"
+    if stop.stopped == "decided":
+        return f"timed until decided: {spent}"
+    if stop.stopped == "budget":
+        more = f"; about {stop.more_rounds} more rounds projected" if stop.more_rounds else ""
+        return f"timed until the budget ran out, undecided: {spent}{more}"
+    return f"timed on the fixed schedule: {spent}"
+
+
 def _budget_words(row: SummaryRow) -> str:
     """Why a sequentially timed mode is still unclear: how long it was timed, and how much more the
     interval it stopped on suggests would decide it."""
@@ -239,6 +256,7 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
     rule, holds, disagrees, note = _rule(machine, candidates, reference, said=judged.named)
     return Answer(
         **where,
+        timed=timed_words(reference.timing_stop),
         host_bound=any(host_bound(r) for r in candidates),
         arms=first.arms,
         verdict=judged.verdict,

@@ -203,8 +203,9 @@ def print_answer(console: Console, answers: Sequence[Answer], labels: dict[str, 
             style = "yellow" if a.verdict == INCONCLUSIVE else ACCURACY_STYLE[a.accuracy]
             sentence = f"[{style}]{plain(a.sentence)}[/]" if style else plain(a.sentence)
             console.print(f"  [bold]{where}[/]: {sentence}", highlight=False)
-            if a.rule_note:
-                console.print(f"    [dim]{plain(a.rule_note)}[/]", highlight=False)
+            for note in (a.rule_note, a.timed):
+                if note:
+                    console.print(f"    [dim]{plain(note)}[/]", highlight=False)
 
 
 def print_outcome(console: Console, outcome: Outcome) -> None:

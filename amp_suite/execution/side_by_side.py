@@ -131,6 +131,7 @@ class SideBySide:
         windows = len(window_edges(first.steps)) - 1
         self.rounds = windows + (1 if turns_before_timing(first.warmup_steps) else 0)
         self.rule = _rule(first, windows)
+        self.window_steps = first.steps // windows  # a round's steps a cell (window_edges: within one)
         self.budget_s = first.stopping.budget_s
         self.stopped: dict[str, object] | None = None  # how the timing stopped, once it has
         self.decided: dict[str, Decision] = {}  # each mode's first decision: it stands
@@ -262,7 +263,8 @@ class SideBySide:
         present = [i for i in self.took_turns if self.members[i].state == "ready"]
         rounds = min((len(self.members[i].rates) for i in present), default=0)
         seconds = time.monotonic() - self._began
-        stop = {"rule": "fixed" if self.rule is None else "sequential", "rounds": rounds, "seconds": seconds}
+        stop = {"rule": "fixed" if self.rule is None else "sequential", "rounds": rounds, "seconds": seconds,
+                "steps": rounds * self.window_steps}  # fmt: skip
         if self.rule is None or len(present) < 2:
             self.stopped = {**stop, "stopped": "fixed"}
             return False

@@ -70,6 +70,7 @@ class TimingStop(BaseModel):
     rule: Literal["sequential", "fixed"]
     stopped: Literal["decided", "budget", "fixed"]
     rounds: int = Field(ge=0)  # timed windows per cell, the schedule's and any past it
+    steps: int | None = Field(None, ge=0)  # the steps a cell trained in them (about rounds x the window's)
     seconds: float = Field(ge=0)  # from the first turn to the release
     verdicts: dict[str, Literal["faster", "no gain", "undecided"]] = Field(default_factory=dict, max_length=64)
     decided_at: dict[str, int] = Field(default_factory=dict, max_length=64)  # the round each mode was decided at

@@ -96,9 +96,10 @@ def sections(report: Report) -> list[Section]:
 def _answer(report: Report, labels: dict[str, str]) -> Section:
     """Per machine and comparison: the mode to train in, and whether accuracy survives, in words."""
     several_matrices = len({a.matrix for a in report.answer}) > 1
+    timed = any(a.timed for a in report.answer)  # side by side: how long each comparison was timed
     rows = [
         [labels[a.machine], a.workload + (f" ({a.matrix})" if several_matrices else ""), a.batch, a.variant,
-         a.mode or a.verdict, _mode_accuracy(a), a.sentence]
+         a.mode or a.verdict, _mode_accuracy(a), a.sentence, *([a.timed or "-"] if timed else [])]
         for a in report.answer
     ]  # fmt: skip
     disagreements = [
@@ -107,13 +108,15 @@ def _answer(report: Report, labels: dict[str, str]) -> Section:
     intro = (
         "Train in the fastest mode that beats fp32 beyond noise (its speedup's 95% interval above 1, with no cell"
         f" of it or of fp32 varying by more than {NOISY_SPREAD:.0%} across its windows, nor a GPU slowing down for"
-        " heat) and keeps accuracy (its parity test passes, or with one seed its delta is within the margin; and"
+        " heat; or, timed side by side until the stopping rule decided, its repeated interval above 1) and keeps"
+        " accuracy (its parity test passes, or with one seed its delta is within the margin; and"
         " it reaches the workload's target, where one is declared). Stay with fp32 where no mode gains"
         f" {WORTHWHILE_GAIN:.0%} or more (every interval below that), or the faster ones lose accuracy;"
         " inconclusive where a mode that keeps accuracy could go either way, with what to rerun. Negative"
         " controls are never recommended. With a target, the time to it is given beside the speedup."
     )
     headers = ("machine", "workload", "batch", "variant", "train in", "accuracy", "the answer")
+    headers += ("timed",) if timed else ()
     return Section("The answer", intro, headers, rows, disagreements)
 
 

@@ -412,7 +412,8 @@ def matrix_params(config: dict[str, Any]) -> dict[str, Any]:
 def overview_lines(found: Sequence[Answer]) -> list[str]:
     """One paragraph per comparison, no heading before them: "**mlp** (batch 64, eager): bf16: 1.52x
     faster ..." (the note says "fp32 is the reference" where the fold no longer hides an answer)."""
-    return [f"**{a.workload}** (batch {a.batch}, {a.variant}): {a.sentence}" for a in found]
+    timed = {a: f" _({a.timed})_" if a.timed else "" for a in found}
+    return [f"**{a.workload}** (batch {a.batch}, {a.variant}): {a.sentence}{timed[a]}" for a in found]
 
 
 def child_run_name(cell_id: str) -> str:

@@ -31,6 +31,8 @@ def test_accuracy_is_the_matrix_steps_whether_timing_stopped_at_the_schedule_or_
         done = amp_suite("run", "--matrix", str(tmp_path / f"{rule}.yaml"), "--out", str(out), "--device", "cpu",
                          cwd=tmp_path)  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
+        # The answer says how long the comparison was timed, and why it stopped.
+        assert ("timed on the fixed schedule: 6 rounds" if rule == "fixed" else "timed until ") in done.stdout
         found[rule] = {r["precision"]: r for r in read_records(out)}
     for precision in ("fp32", "bf16"):
         fixed, sequential = found["fixed"][precision], found["sequential"][precision]
