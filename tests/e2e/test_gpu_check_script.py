@@ -36,6 +36,7 @@ def record(matrix: str, workload: str, precision: str, compile: str = "off", bat
         "status": "ok", "device": "cuda", "batch_size": batch, "steps": 400, "throughput": 3200.0,
         "tflops": 120.0, "peak_tflops": 494.7, "mfu": 0.24, "energy_j": 900.0, "energy_j_per_sample": 0.14,
         "host_syncs_per_step": 0, "warmup_s": 31.0, "machine": MACHINE,
+        "gpu_busy_ms_per_step": 4.0, "gpu_idle_fraction": 0.2, "step_time_ms_p50": 5.0, "matmul_flop_share": 0.99,
         "seed": 0, "config": {"workload": {"workload": workload}, "precision": precision},
         "environment": {"gpu_uuid": UUID},
     } | fields  # fmt: skip
@@ -440,6 +441,9 @@ BROKEN = {
         lambda rs: _change(rs, FP8_CELL, status="failed", reason="RuntimeError: torch._scaled_mm is only supported"),
         f"FAIL fp8 ran float8 matmuls (speed vs bf16): {FP8_CELL} failed: RuntimeError"),
     "no fp8 cell": (lambda rs: [r for r in rs if r["cell_id"] != FP8_CELL], "FAIL fp8 ran float8 matmuls"),
+    "no GPU work traced": (
+        lambda rs: _change(rs, FP32_SEARCH, gpu_busy_ms_per_step=None, gpu_idle_fraction=None),
+        "FAIL GPU work traced (busy time, idle share): 14 of 15 cells"),
 }  # fmt: skip
 
 
@@ -447,7 +451,7 @@ def test_every_check_passes_on_good_records(tmp_path):
     done = checks(tmp_path, every_record(), gpus=2)
     assert done.returncode == 0, done.stdout
     verdicts = [line.split()[0] for line in done.stdout.splitlines()[1:-1]]
-    assert verdicts == ["PASS"] * 9, done.stdout
+    assert verdicts == ["PASS"] * 10, done.stdout
     assert done.stdout.splitlines()[0] == "machine: NVIDIA H200 (cc 9.0, driver 580.1, torch 2.14.1, CUDA 13.0)"
 
 

@@ -340,7 +340,9 @@ def test_a_worker_killed_mid_cell_is_recorded_under_the_machine_it_ran_on(tmp_pa
     fp32, bf16 = records["fp32"], records["bf16"]
     assert bf16["status"] == "failed" and "worker process died (killed by SIGKILL" in bf16["reason"]
     assert fp32["status"] == "ok"  # side by side, the turns bf16 left went on without it
-    assert bf16["machine"] == fp32["machine"] and bf16["environment"]["torch"] == fp32["environment"]["torch"]
+    # The same machine: every field of its key (the host's cost per kernel is each process's own timing).
+    same = [{k: v for k, v in r["machine"].items() if k != "host_us_per_kernel"} for r in (bf16, fp32)]
+    assert same[0] == same[1] and bf16["environment"]["torch"] == fp32["environment"]["torch"]
     assert "unknown machine" not in stdout and stdout.count("hostile: 2 cells on ") == 1, stdout
 
 
