@@ -108,13 +108,16 @@ def test_smoke_matrix_covers_everything_within_three_minutes_report_included(smo
     bert = cells[("bert", "fp32")]
     assert bert["val_metric"] <= 1.1 * bert["val_metric_chance"] and 0 < bert["val_metric_chance"] < 0.1
     amp = [r for r in records if r["precision"] != "fp32" and r["status"] == "ok"]
-    assert amp and "indicative" in done.stdout and "not judged: fp32 did not learn" in done.stdout
+    assert amp and "indicative" in done.stdout
     runs = children_by_cell(out, "smoke")
     for record in amp:
         expected = "not judged" if record["workload"] == "bert" else "indicative"
         assert runs[record["cell_id"]].data.tags["parity"] == expected, record["cell_id"]
     markdown = (out / "report" / "report.md").read_text()
-    assert re.search(r"\| bert \(mlm acc\) \| 8 \| [\d.]+ \|.*, not judged \|", markdown)
+    # BERT has an AMP cell only on a CPU with native bf16 (skipped elsewhere: an AMD EPYC here has none).
+    if any(r["workload"] == "bert" for r in amp):
+        assert "not judged: fp32 did not learn" in done.stdout
+        assert re.search(r"\| bert \(mlm acc\) \| 8 \| [\d.]+ \|.*, not judged \|", markdown)
 
 
 def test_smoke_run_answers_per_workload_first_in_the_report_and_at_the_end_of_the_run(smoke_run):
@@ -195,8 +198,9 @@ def _second_machine(records: list[dict]) -> list[dict]:
                    "tensor_cores": True, "fast_fp16": True, "fast_bf16": True, "tf32": True}  # fmt: skip
         relabelled.append({**record, "record_id": f"fixture-{number}", "device": "cuda", "machine": machine})
         if record["workload"] == "mlp" and record["step_time_ms_p50"] is not None:
-            # An A100's MLP step is launch-bound (a few ms), however long this CPU took under load.
-            relabelled[-1]["step_time_ms_p50"] = min(record["step_time_ms_p50"], 2.0)
+            # An A100's MLP step is launch-bound: a few ms, the GPU busy a fifth of it (its traced work).
+            step = min(record["step_time_ms_p50"], 2.0)
+            relabelled[-1] |= {"step_time_ms_p50": step, "gpu_busy_ms_per_step": step / 5, "gpu_idle_fraction": 0.8}
     return relabelled
 
 
