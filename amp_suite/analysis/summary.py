@@ -194,11 +194,14 @@ def machine_key(record: CellRecord) -> str:
     return record.machine.key if record.machine else UNKNOWN_MACHINE
 
 
-def setup_key(record: CellRecord, excludes: tuple[str, ...] = SETUP_EXCLUDES) -> str:
-    """A short hash of the record's configuration without seed and precision (and matrix name)."""
+def setup_key(
+    record: CellRecord, excludes: tuple[str, ...] = SETUP_EXCLUDES, within: tuple[str, ...] = WORKLOAD_SETUP_EXCLUDES
+) -> str:
+    """A short hash of the record's configuration without seed and precision (and matrix name);
+    `within`: what the workload's own block leaves out."""
     config = {k: v for k, v in record.config.items() if k not in excludes}
     if isinstance(config.get("workload"), dict):
-        config["workload"] = {k: v for k, v in config["workload"].items() if k not in WORKLOAD_SETUP_EXCLUDES}
+        config["workload"] = {k: v for k, v in config["workload"].items() if k not in within}
     if not config:  # a record without its config: as specific as the record allows
         config = {"workload": record.workload, "batch_size": record.batch_size, "steps": record.steps}
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
@@ -211,10 +214,7 @@ ARM_EXCLUDES = (*WORKLOAD_SETUP_EXCLUDES, "label", "fused_optimizer")
 
 def arms_key(record: CellRecord) -> str:
     """The setup without how it ran: the comparisons that are arms of one model, batch and data."""
-    config = {k: v for k, v in record.config.items() if k not in (*SETUP_EXCLUDES, "compile", "channels_last")}
-    if isinstance(config.get("workload"), dict):
-        config["workload"] = {k: v for k, v in config["workload"].items() if k not in ARM_EXCLUDES}
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+    return setup_key(record, (*SETUP_EXCLUDES, "compile", "channels_last"), ARM_EXCLUDES)
 
 
 def group_key(record: CellRecord) -> GroupKey:

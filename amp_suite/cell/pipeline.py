@@ -180,12 +180,12 @@ def measure_session(
         times_ms, span_s = timer.read()  # synchronises once
     timed = timer.timed_steps  # side by side, each turn's first step is trained but not timed
     stats = step_stats(times_ms)
-    spread = Spread.of(timer.spans, edges, world * spec.batch_size)
+    spread = Spread.of(timer.spans, edges, samples_per_step)
     # Throughput counts the windows kept: a hiccup's window is set aside, and listed (timers.Spread).
     samples, seconds = spread.samples, spread.seconds
     if not samples:  # no window to count by (a timer without spans): every timed step
-        samples, seconds = world * spec.batch_size * timed, span_s
-    steps_kept = samples / (world * spec.batch_size)
+        samples, seconds = samples_per_step * timed, span_s
+    steps_kept = samples / samples_per_step
     loss_curve = measured[0].float().cpu().tolist()  # device -> host copy, after the timed region
     if validation is None:
         validation = _evaluated(evaluate, nullcontext, progress)
