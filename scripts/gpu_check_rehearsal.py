@@ -37,6 +37,7 @@ CEILINGS = {
     "target_len": 32,
     "vocab_size": 512,
     "image_size": 32,  # ResNet's smallest input
+    "out_features": 64,  # torchao's float8 benchmark's N (its K is in_features)
 }
 BATCH_CEILING = 8
 VAL_SAMPLES = 16

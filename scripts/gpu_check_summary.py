@@ -85,6 +85,8 @@ def cell_line(record: dict) -> str:
         f" ({_format(record.get('gpu_idle_fraction'), '.0%')} idle)",
         bound_of(record),
     ]
+    if _kind(record) == BENCHMARK:  # timed by its kernels (a CPU's op times in a rehearsal)
+        figures[4:8] = [f"kernel time {_format(record.get('kernel_ms_per_step'), '.4g')} ms/iteration"]
     if record.get("compile", "off") != "off":
         figures.append(f"warmup {_format(record.get('warmup_s'), '.0f')} s")
     if record.get("throttled"):
@@ -260,7 +262,8 @@ def check_fp8(found: list[dict]) -> Check:
     """Issue 25: the compiled fp8 cell (experiments/gpu-check-fp8.yaml) ran float8 matmuls, and its
     speed against bf16 of the same setup. Skipped below compute capability 8.9: n/a, with why."""
     what = "fp8 ran float8 matmuls (speed vs bf16)"
-    fp8 = [r for r in found if str(r["precision"]).startswith("fp8") and r.get("compile", "off") != "off"]
+    fp8 = [r for r in found if str(r["precision"]).startswith("fp8") and r.get("compile", "off") != "off"
+           and _kind(r) != BENCHMARK]  # fmt: skip
     if not fp8:
         return "FAIL", what, "no compiled fp8 cell recorded (experiments/gpu-check-fp8.yaml runs one)"
     cell = fp8[0]
@@ -281,9 +284,49 @@ def check_fp8(found: list[dict]) -> Check:
     return "PASS", what, f"{cell['cell_id']}: {ran}; {speed}"
 
 
+BENCHMARK = "torchao-float8-linear"  # experiments/torchao-float8.yaml's workload: timed by its kernels alone
+# torchao's published speedups of fp8-tensorwise over bf16 on an H100 (amp_suite/references/torchao-float8.yaml),
+# by M, K, N.
+PUBLISHED = {(1024, 2048, 1024): 0.80, (4096, 8192, 16384): 1.39}
+
+
+def _shape(record: dict) -> tuple[int, int, int]:
+    workload = (record.get("config") or {}).get("workload") or {}
+    return record.get("batch_size"), workload.get("in_features"), workload.get("out_features")
+
+
+def check_float8_benchmark(found: list[dict]) -> Check:
+    """Issue 51: torchao's float8 single-linear benchmark (the float8-bench stage) at its published
+    shapes: fp8 over bf16 in GPU kernel time, beside the published speedup (the report's references
+    table holds `amp-suite predict`'s estimate beside both; this script stays torch-free)."""
+    what = "torchao float8 benchmark (fp8 / bf16 in kernel time)"
+    cells = [r for r in found if _kind(r) == BENCHMARK]
+    if not cells:
+        return "FAIL", what, "no cell recorded (experiments/torchao-float8.yaml runs them)"
+    lines, failed = [], False
+    for shape in dict.fromkeys(_shape(r) for r in cells):
+        sides = {r["precision"]: r for r in cells if _shape(r) == shape}
+        bf16 = sides.get("bf16")
+        if bf16 is None or bf16["status"] != "ok":
+            failed = True
+            lines.append(f"{shape}: bf16 {bf16 and bf16['status']}")
+            continue
+        ratios = [f"{mode} {_over(cell, bf16)}" for mode, cell in sides.items() if mode != "bf16"]
+        failed |= any(cell["status"] not in ("ok", "skipped") for cell in sides.values())
+        published = PUBLISHED.get(shape)
+        beside = f" (published {published:.2f}x)" if published else ""
+        lines.append(f"M, K, N = {', '.join(map(str, shape))}: {', '.join(ratios)}{beside}")
+    return ("FAIL" if failed else "PASS"), what, "; ".join(lines)
+
+
+def _over(cell: dict, bf16: dict) -> str:
+    return f"{cell['throughput'] / bf16['throughput']:.2f}x" if cell["status"] == "ok" else cell["status"]
+
+
 def check_gpu_work(found: list[dict]) -> Check:
-    """Every CUDA cell that finished traced its GPU's own work: busy time and idle share recorded."""
-    ok = [r for r in found if r["status"] == "ok" and r.get("device") == "cuda"]
+    """Every CUDA training cell that finished traced its GPU's own work: busy time and idle share
+    recorded (a kernel benchmark's time is its kernels' already)."""
+    ok = [r for r in found if r["status"] == "ok" and r.get("device") == "cuda" and _kind(r) != BENCHMARK]
     if not ok:
         return "n/a", "GPU work traced (busy time, idle share)", "no CUDA cell finished"
     missing = [r["cell_id"] for r in ok if not _number(r.get("gpu_busy_ms_per_step"))]
@@ -369,6 +412,7 @@ def checks_block(work: Path, gpus: int | None) -> tuple[str, bool]:
         check_side_by_side(found),
         check_gpu_work(found),
         check_fp8(found),
+        check_float8_benchmark(found),
         check_uuid(found, listed_uuids(work)),
     ]
     failed_stages = [f"{name} exit {code}" for name, code in stage_exits(work) if code != 0]

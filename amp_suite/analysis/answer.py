@@ -239,6 +239,8 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
         "batch": first.batch,
         "variant": first.variant,
     }
+    if first.kernel_benchmark:
+        return _benchmark_answer(group, machine, where)
     if reference is None or reference.throughput is None:
         why = f"{REFERENCE} {reference.status}" if reference else f"{REFERENCE} was not run"
         return Answer(**where, **_no_mode(), sentence=f"no answer: {why}, and every mode is compared with it")
@@ -272,6 +274,41 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
         rule_disagrees=disagrees,
         rule_note=note,
     )
+
+
+def _benchmark_answer(group: list[SummaryRow], machine: Machine | None, where: dict) -> Answer:
+    """A kernel benchmark's answer (torchao's float8 one): its fp8 modes against bf16, the side it was
+    published against, in GPU kernel time; nothing is learned, so no accuracy. Its `speedup` is over
+    bf16's. On a CPU its times are the ops' CPU times: a rehearsal of the program, not judged."""
+    base = next((r for r in group if r.precision == BF16_BASELINE), None)
+    if base is None or base.throughput is None:
+        why = f"{BF16_BASELINE} {base.status}" if base else f"{BF16_BASELINE} was not run"
+        sentence = f"no answer: {why}, and a benchmark's fp8 modes are compared with it"
+        return Answer(**where, **_no_mode(), sentence=sentence)
+    if machine is not None and machine.device_type != "cuda":
+        sentence = (
+            f"not judged: on a {machine.device_type.upper()} the benchmark's times are its ops' CPU times, not the"
+            " GPU kernel times it measures (a rehearsal of the program)"
+        )
+        return Answer(**where, **_no_mode(), sentence=sentence)
+    ran = [r for r in group if r.precision in FP8_MODES and r.speedups.get(BF16_BASELINE) is not None]
+    if not ran:
+        return Answer(**where, **_no_mode(), sentence=f"no answer: no fp8 mode finished{_skips(group)}")
+    pace = f"{BF16_BASELINE}'s speed in GPU kernel time"
+    fastest = max(ran, key=lambda r: r.speedups[BF16_BASELINE].value)
+    against = fastest.speedups[BF16_BASELINE]
+    low, high = against.interval or (against.value, against.value)
+    kept = {"accuracy": NOT_COMPARED, "memory_ratio": None, "parity": None, "seeds": fastest.runs}
+    if low > 1:
+        sentence = f"{fastest.precision}: {ratio_words(against)} {pace}; nothing learned: no accuracy to judge"
+        return Answer(**where, verdict=RECOMMENDED, mode=fastest.precision, **_speedup_fields(against), **kept,
+                      sentence=sentence)  # fmt: skip
+    if high < 1 + WORTHWHILE_GAIN:
+        faster = f"its fastest fp8 mode, {fastest.precision}, ran at {ratio_words(against)} {pace}"
+        sentence = f"stay with {BF16_BASELINE}: {faster}"
+        return Answer(**where, verdict=STAY, mode=BF16_BASELINE, **_speedup_fields(None), **kept, sentence=sentence)
+    sentence = f"inconclusive: {fastest.precision} ran at {ratio_words(against)} {pace}. Rerun with more steps"
+    return Answer(**where, verdict=INCONCLUSIVE, mode=None, **_speedup_fields(None), **kept, sentence=sentence)
 
 
 @dataclass(frozen=True)

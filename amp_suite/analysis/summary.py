@@ -140,6 +140,7 @@ class SummaryRow:
     timing_stop: TimingStop | None = None  # side by side: how the comparison's timing stopped (a seed's)
     arms: str = ""  # the setup but how it ran (compile mode, layout, optimizer kernel, label): its arms share it
     time_to_target: TimeToTarget | None = None  # where the workload declares a target (analysis.time_to_target)
+    kernel_benchmark: bool = False  # a benchmark of kernels (its fp8 modes against bf16), not a training run
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -302,6 +303,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         channels_last=group[0].channels_last,
         gpu_type=group[0].config.get("machine"),
         arms=arms_key(group[0]),
+        kernel_benchmark=_kernel_benchmark(group[0]),
         timing_stop=next((r.timing_stop for r in ok if r.timing_stop is not None), None),
         status=_status(group),
         reason=next((r.reason for r in group if r.reason), None),
@@ -503,6 +505,11 @@ def _unit(record: CellRecord) -> tuple[str, int]:
     samples, which is always true, for a config another version wrote."""
     workload = recorded_workload(record.config.get("workload"))
     return ("samples/s", 1) if workload is None else (workload.throughput_unit, workload.units_per_sample())
+
+
+def _kernel_benchmark(record: CellRecord) -> bool:
+    workload = recorded_workload(record.config.get("workload"))
+    return workload is not None and workload.kernel_benchmark
 
 
 def _status(group: list[CellRecord]) -> str:

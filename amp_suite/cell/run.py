@@ -90,7 +90,11 @@ def unsupported_axes(spec: CellSpec, device: torch.device) -> str | None:
 
 def _measure_for(spec: CellSpec, turns: Turns) -> Callable[[CellSpec, torch.device, Progress], dict[str, Any]]:
     """A data-parallel cell is measured by its ranks, each a process of its own (amp_suite.cell.ddp),
-    and never side by side: it holds devices of its own."""
+    and never side by side: it holds devices of its own. A kernel benchmark by its own program."""
+    if spec.workload.kernel_benchmark:  # not a training run: timed by its kernels, alone (never side by side)
+        from amp_suite.cell.float8_benchmark import measure_benchmark
+
+        return measure_benchmark
     if spec.ddp is None:
         return partial(measure, turns=turns)
     from amp_suite.cell.ddp.launch import measure_ddp

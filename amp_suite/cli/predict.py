@@ -188,27 +188,24 @@ def _estimate_on(gpu, cells: list, profiles: _Profiles, hosts: tuple) -> list:
 def _against_float8_benchmark(gpus: list, references: list) -> None:
     """torchao's published float8 single-linear speedups on the GPUs asked for, beside the estimate
     of the same program (amp_suite.cell.float8_benchmark), compiled, on the publisher's GPU."""
-    from dataclasses import replace
-
-    from amp_suite.analysis.roofline import estimate_step, speedup
-    from amp_suite.cell.float8_benchmark import BENCHMARK, BF16, FP8, profile_benchmark
+    from amp_suite.analysis.roofline import speedup
+    from amp_suite.cell.float8_benchmark import BENCHMARK
     from amp_suite.hardware.peaks import gpu_spec
+    from amp_suite.report.benchmark_estimate import estimate_published, published_shape
     from amp_suite.report.prediction import Calibration, mean_absolute_error
     from amp_suite.report.references import stated_speedup
 
     asked = {gpu.name for _, gpu in gpus}
     rows = []
-    for reference in (r for r in references if r.config.get("benchmark") == BENCHMARK):
-        gpu = gpu_spec(reference.gpu)
-        if gpu is None or gpu.name not in asked:
+    for reference in (r for r in references if r.config.get("workload") == BENCHMARK):
+        publishers = gpu_spec(reference.gpu)
+        if publishers is None or publishers.name not in asked:
             continue
-        # Its time is the GPU's kernels' alone, so no launch cost; on the publisher's GPU's memory.
-        gpu = replace(gpu, launch_us=0.0, memory_gbps=reference.gpu_memory_gbps or gpu.memory_gbps)
-        shape = tuple(reference.config[size] for size in ("M", "K", "N"))
-        say(f"profiling torchao's float8 benchmark at M, K, N = {', '.join(map(str, shape))} in {BF16} and {FP8}")
-        steps = {mode: estimate_step(profile_benchmark(*shape, mode).costs(compiled=True), gpu, mode)
-                 for mode in (BF16, FP8)}  # fmt: skip
-        rows.append((shape, gpu, steps, Calibration(stated_speedup(reference), speedup(steps[FP8], steps[BF16]))))
+        shape = published_shape(reference.config)
+        say(f"profiling torchao's float8 benchmark at M, K, N = {', '.join(map(str, shape))}")
+        gpu, steps = estimate_published(reference)
+        estimated = speedup(steps[reference.precision], steps[reference.baseline])
+        rows.append((shape, gpu, steps, Calibration(stated_speedup(reference), estimated)))
     if not rows:
         return
     print_float8_benchmark(rows)

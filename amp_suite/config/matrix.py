@@ -203,6 +203,18 @@ class Matrix(FrozenModel):
                 raise ValueError(f"expect: precision {expectation.precision!r} is not in precisions")
         return self
 
+    @model_validator(mode="after")
+    def _benchmarks_compare_their_modes(self):
+        """A kernel benchmark compares the modes it was published in: every precision of its matrix is one."""
+        for workload in (w for w in self.workloads if w.kernel_benchmark):
+            others = [p for p in self.precisions if p not in workload.precisions]
+            if others:
+                raise ValueError(
+                    f"workload {workload.workload} compares {', '.join(workload.precisions)}, not {', '.join(others)}:"
+                    " give it a matrix of its own with those precisions"
+                )
+        return self
+
     def select(self, workloads: list[str] | None, precisions: list[str] | None) -> Matrix:
         """The same matrix restricted to the named workloads and precisions (CLI filters)."""
         kept = self.workloads

@@ -99,6 +99,7 @@ class _WorkloadBase(FrozenModel):
     metric_label: ClassVar[str | None]
     image_inputs: ClassVar[bool] = False  # 4-D inputs through convolutions: the channels_last axis applies
     reference: ClassVar[bool]  # one of the suite's own (smoke and gpu-check cover each); False: the user's
+    kernel_benchmark: ClassVar[bool] = False  # a benchmark of kernels, not a training run (timed by the GPU alone)
 
     label: str | None = Field(None, pattern=NAME_PATTERN, max_length=NAME_MAX)
     batch_sizes: list[BatchSize] = Field(
@@ -424,6 +425,42 @@ class MLPConfig(_ReferenceWorkload):
         return self.in_features * self.hidden + (self.depth - 1) * self.hidden**2 + self.hidden * self.num_classes
 
 
+class Float8LinearBenchmarkConfig(_WorkloadBase):
+    """torchao's float8 single-linear microbenchmark (amp_suite.cell.float8_benchmark), the program
+    behind its published H100 speedups (references/torchao-float8.yaml): LayerNorm -> Linear ->
+    Sigmoid in bfloat16, a forward and a backward of one M x K input, M the batch size. Not a
+    training run: no data, no optimizer, nothing learned, so no accuracy to judge. Timed as the sum
+    of its GPU kernels' times (on a CPU, of its ops' CPU times), which no host can bend. Its bf16 is
+    the model in bfloat16, as published, not autocast; its fp8 modes swap the Linear for torchao's
+    Float8Linear."""
+
+    module: ClassVar[str] = "amp_suite.cell.float8_benchmark"
+    data_sources: ClassVar[tuple[DataSource, ...]] = ("synthetic",)
+    throughput_unit: ClassVar[str] = "rows/s"  # rows of the M x K input through forward and backward
+    metric_label: ClassVar[str | None] = None
+    reference: ClassVar[bool] = True  # the suite's own, but a benchmark: gpu-check runs it, smoke does not
+    matmul_heavy: ClassVar[bool] = False  # a microbenchmark: the article's training claims don't judge it
+    kernel_benchmark: ClassVar[bool] = True
+    # What it compares: the published bf16 side and torchao's float8 recipes.
+    precisions: ClassVar[tuple[str, ...]] = ("bf16", "fp8-tensorwise", "fp8-rowwise")
+
+    workload: Literal["torchao-float8-linear"]
+    data: DataConfig = DataConfig(source="synthetic", val_samples=1)
+    in_features: int = count(1 << 16, default=2048, description="K: the Linear's input width")
+    out_features: int = count(1 << 16, default=1024, description="N: the Linear's output width")
+    samples: int = count(MAX_SAMPLES, default=1 << 16, description="unused: M, the batch size, is the rows")
+
+    @property
+    def name(self) -> str:
+        return self.label or f"{self.workload}-{self.in_features}x{self.out_features}"
+
+    def sample_bytes(self) -> int:
+        return self.in_features * 2  # one bfloat16 row of the input
+
+    def parametercount(self) -> int:
+        return self.in_features * self.out_features
+
+
 def _name_from(path: str, fallback: str) -> str:
     """A cell name from a path's last part: what NAME_PATTERN allows, other characters as '-'."""
     stem = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
@@ -594,9 +631,13 @@ class CustomConfig(_UserWorkload):
 # The registry: the reference workloads, then models by name and the user's own.
 WORKLOAD_CONFIGS = (
     ResNetConfig, TransformerConfig, MaskedLMConfig, Seq2SeqConfig, MLPConfig,
-    TorchvisionConfig, TimmConfig, HfConfig, CustomConfig,
+    TorchvisionConfig, TimmConfig, HfConfig, CustomConfig, Float8LinearBenchmarkConfig,
 )  # fmt: skip
 WorkloadConfig = Annotated[Union[WORKLOAD_CONFIGS], Field(discriminator="workload")]  # type: ignore[valid-type]
 WORKLOADS = tuple(config.model_fields["workload"].annotation.__args__[0] for config in WORKLOAD_CONFIGS)
 WORKLOAD_CONFIG_BY_NAME = dict(zip(WORKLOADS, WORKLOAD_CONFIGS, strict=True))  # the traits of a record's workload
-REFERENCE_WORKLOADS = tuple(name for name, config in WORKLOAD_CONFIG_BY_NAME.items() if config.reference)
+# The suite's own: its training workloads (smoke trains each), and its kernel benchmarks (gpu-check runs each).
+KERNEL_BENCHMARKS = tuple(name for name, config in WORKLOAD_CONFIG_BY_NAME.items() if config.kernel_benchmark)
+REFERENCE_WORKLOADS = tuple(
+    name for name, config in WORKLOAD_CONFIG_BY_NAME.items() if config.reference and not config.kernel_benchmark
+)

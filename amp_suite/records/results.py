@@ -172,6 +172,12 @@ class CellRecord(BaseModel):
         "fraction", "share of the timed steps' mean step the GPU sat idle: 1 - gpu_busy_ms_per_step / that step",
         topic="timing",
     )
+    kernel_ms_per_step: float | None = measured(
+        "ms",
+        "a kernel benchmark's time per iteration: the sum of its device work's durations under torch.profiler"
+        " (cell.float8_benchmark); on a CPU, its ops' CPU times. None: a training cell",
+        topic="timing",
+    )
     tflops: float | None = measured("TFLOP/s", "achieved TFLOP/s over the measured steps")
     peak_tflops: float | None = Field(None, description="the GPU's dense datasheet peak for this math mode")
     mfu: float | None = measured(

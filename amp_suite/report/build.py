@@ -35,7 +35,7 @@ from amp_suite.records.results import CellRecord, utc_now
 from amp_suite.records.schema import fields_of, topic_of, unit_of
 from amp_suite.report.claims import ClaimResult, Evidence, judge_claims, thresholds_dict
 from amp_suite.report.prediction import Estimated
-from amp_suite.report.references import Reference, ReferenceResult, match_references
+from amp_suite.report.references import Reference, ReferenceResult, match_references, with_estimates
 
 
 class MachineEntry(BaseModel):
@@ -134,7 +134,7 @@ def build_report(
         machines=list(machines.values()),
         answer=[replace(a, machine=ids[a.machine]) for a in answers(summary, objects)],
         rows=[replace(row, machine=ids[row.machine]) for row in summary],
-        references=match_references(list(references), objects, summary, configs, ids),
+        references=with_estimates(match_references(list(references), objects, summary, configs, ids), list(references)),
         claims=judge_claims(evidence),
         **_cells(records, ids),
         notes=_notes(summary, baseline),

@@ -20,16 +20,18 @@ from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config import ConfigError
 from amp_suite.config.loading import describe_validation_error, parse_yaml
 from amp_suite.config.precisions import MODE_BY_NAME, REFERENCE, TF32_BASELINE, published_name
+from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
 from amp_suite.files import RefusedFile, read_limited
 from amp_suite.records.machine import Machine
 
 SHIPPED = Path(__file__).resolve().parent.parent / "references"
 MAX_REFERENCE_BYTES = 4 << 20  # the shipped sets are a few kB
 DEFAULT_TOLERANCE = 0.15  # relative, on throughput and on speedup
-Verdict = Literal["reproduced", "not reproduced", "no matching run"]
+Verdict = Literal["reproduced", "not reproduced", "no matching run", "not judged"]
 REPRODUCED: Verdict = "reproduced"
 NOT_REPRODUCED: Verdict = "not reproduced"
 NO_MATCHING_RUN: Verdict = "no matching run"
+NOT_JUDGED: Verdict = "not judged"  # a kernel benchmark rehearsed on a CPU: its times are CPU op times
 
 
 class Source(BaseModel):
@@ -87,6 +89,7 @@ class ReferenceResult(BaseModel):
     tolerance: float
     verdict: Verdict
     needs: str | None  # what no matrix can run (a 90-epoch training): never matched
+    estimated: float | None = None  # amp-suite predict's estimate of the published figure, where it makes one
     machine: str | None  # the machine id it was matched to
     why: str  # how the verdict was reached, in a sentence
     source: str  # document, table and date
@@ -137,6 +140,10 @@ def _judge(reference, machines, rows, configs, machine_ids) -> list[ReferenceRes
     if reference.gpus != 1:
         return [_result(reference, None, None, NO_MATCHING_RUN, f"measured on {reference.gpus} GPUs; cells use one")]
     same_gpu = [key for key, machine in machines.items() if _same_gpu(machine, reference.gpu)]
+    if not same_gpu and kernel_benchmark(reference):
+        return _rehearsed(reference, machines, rows, configs, machine_ids) or [
+            _result(reference, None, None, NO_MATCHING_RUN, f"no run on {reference.gpu}")
+        ]
     if not same_gpu:
         return [_result(reference, None, None, NO_MATCHING_RUN, f"no run on {reference.gpu}")]
     results = []
@@ -153,6 +160,40 @@ def _judge(reference, machines, rows, configs, machine_ids) -> list[ReferenceRes
         why = f"runs on {reference.gpu}, but none of {reference.precision} with {wanted}"
         return [_result(reference, None, None, NO_MATCHING_RUN, why)]
     return results
+
+
+def with_estimates(results: list[ReferenceResult], references: list[Reference]) -> list[ReferenceResult]:
+    """Each kernel benchmark's figure that a run measured, with `amp-suite predict`'s estimate of it
+    beside (its program profiled: torch, imported only where there is one)."""
+    measured = {r.id for r in results if r.measured is not None}
+    wanted = {ref.id: ref for ref in references if ref.id in measured and kernel_benchmark(ref)}
+    if not wanted:
+        return results
+    from amp_suite.report.benchmark_estimate import estimated_speedup
+
+    estimates = {id_: estimated_speedup(ref) for id_, ref in wanted.items()}
+    return [r.model_copy(update={"estimated": estimates[r.id]}) if r.id in estimates else r for r in results]
+
+
+def _rehearsed(reference, machines, rows, configs, machine_ids) -> list[ReferenceResult]:
+    """A kernel benchmark's figure beside its program rehearsed on a CPU: the same ratio, of the ops'
+    CPU times, shown so that the row is seen working before a GPU runs it; never judged."""
+    why = (
+        f"measured on a CPU, of the ops' CPU times, not {reference.gpu}'s GPU kernel times: a rehearsal of the"
+        " program, not judged"
+    )
+    found = []
+    for key in (key for key, machine in machines.items() if machine.device_type == "cpu"):
+        measured = _measure(reference, key, rows, configs)
+        if measured is not None:
+            found.append(_result(reference, machine_ids[key], measured, NOT_JUDGED, why))
+    return found
+
+
+def kernel_benchmark(reference: Reference) -> bool:
+    """Whether the figure is a kernel benchmark's (timed by its GPU kernels, not a training run's)."""
+    known = WORKLOAD_CONFIG_BY_NAME.get(str(reference.config.get("workload")))
+    return known is not None and known.kernel_benchmark
 
 
 def _measure(reference: Reference, machine: str, rows: list[SummaryRow], configs) -> float | None:
@@ -219,7 +260,8 @@ class PublishedSpeedup:
 def published_speedups(references: list[Reference]) -> list[PublishedSpeedup]:
     """Every speedup the references state or imply on one GPU: a `speedup` entry as it is, and each
     mixed-precision throughput over the same table's TF32 throughput on that GPU, else its fp32's."""
-    usable = [r for r in references if r.gpus == 1 and not r.needs]
+    # A kernel benchmark's figures are held against its own program's estimate (cli.predict), not a matrix's.
+    usable = [r for r in references if r.gpus == 1 and not r.needs and not kernel_benchmark(r)]
     found = [stated_speedup(r) for r in usable if r.metric == "speedup"]
     throughputs = [r for r in usable if r.metric == "throughput"]
     for amp in (r for r in throughputs if MODE_BY_NAME.get(_mode(r)) and MODE_BY_NAME[_mode(r)].autocast):

@@ -393,7 +393,8 @@ def _references(report: Report, labels: dict[str, str]) -> Section:
     rows = [
         [r.id + (" (community figure, one run)" if r.community else ""), r.gpu, r.precision, r.metric,
          _figure(r.published, r.unit),
-         "-" if r.measured is None else _figure(r.measured, r.unit), labels.get(r.machine, "-") if r.machine else "-",
+         "-" if r.measured is None else _figure(r.measured, r.unit),
+         "-" if r.estimated is None else _figure(r.estimated, r.unit), labels.get(r.machine, "-") if r.machine else "-",
          r.verdict, r.why]
         for r in matched
     ]  # fmt: skip
@@ -416,9 +417,11 @@ def _references(report: Report, labels: dict[str, str]) -> Section:
     intro = (
         "Published figures, matched only to runs on the same GPU model with the configuration they were measured"
         " with. Sources are in the reference data (amp_suite/references/); a community figure is one run someone"
-        " posted, not a vendor's table."
+        " posted, not a vendor's table. Estimated: what amp-suite predict estimates for the published"
+        " configuration on the publisher's GPU, where it estimates it (a kernel benchmark's figures)."
     )
-    headers = ("reference", "GPU", "precision", "metric", "published", "measured", "machine", "verdict", "why")
+    headers = ("reference", "GPU", "precision", "metric", "published", "measured", "estimated", "machine", "verdict",
+               "why")  # fmt: skip
     return Section("Published references", intro, headers, rows, notes)
 
 
