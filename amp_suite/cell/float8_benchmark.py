@@ -88,12 +88,12 @@ def measure_benchmark(spec: CellSpec, device: torch.device, progress: Progress) 
         model = policy.convert_module(model)
     step = compiled(model, spec.compile)
     x = torch.randn(rows, in_features, dtype=torch.bfloat16, device=device, requires_grad=True)
-    seed = torch.ones(rows, out_features, dtype=torch.bfloat16, device=device)  # what `sum` seeds a backward with
+    grad_out = torch.ones(rows, out_features, dtype=torch.bfloat16, device=device)  # what `sum` seeds a backward with
 
     def iteration() -> None:
         x.grad = None
         model.zero_grad(set_to_none=True)
-        step(x).backward(seed)
+        step(x).backward(grad_out)
 
     started = time.perf_counter()
     for done in range(spec.warmup_steps):

@@ -90,6 +90,8 @@ def why_alone(cells: Sequence[CellSpec], matrix: Matrix, shared: bool) -> str | 
         return "batch_sizes auto: each precision fills the device on its own"
     if first.ddp is not None:
         return "a data-parallel cell holds devices of its own"
+    if first.workload.kernel_benchmark:
+        return "a kernel benchmark is timed by its GPU kernels alone: no host's pace to share"
     return None
 
 
