@@ -6,6 +6,12 @@ tracker's runs open forever. Inside `stop_on_signals()` all three raise `Stopped
 KeyboardInterrupt, so every cleanup written for Ctrl-C runs for them too; the exit code is
 128 + the signal's number.
 
+A second stop (docker stop and Kubernetes send SIGTERM, then more; a user presses Ctrl-C again)
+does not interrupt the first one's cleanup, which records what the cells measured: it calls the
+`escalate` given to `stop_on_signals()` (the run kills every process below it at once, so nothing
+waits on them), and the process exits within SECOND_STOP_EXIT_S whatever the cleanup still does,
+with the first signal's exit code.
+
 `signals_held()` defers that exception to the end of a block that must not be cut in half (a
 results line, an SQLite commit). Python runs signal handlers in the main thread between
 bytecodes, whichever thread the kernel delivered the signal to, so a flag checked by the
@@ -15,12 +21,15 @@ handler is what holds them, not the thread's signal mask.
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SECOND_STOP_EXIT_S = 10.0
 
 
 class Stopped(KeyboardInterrupt):
@@ -32,7 +41,9 @@ class Stopped(KeyboardInterrupt):
 class _State:
     held = 0  # depth of signals_held() blocks
     pending: int | None = None  # a signal that arrived while held
-    stopping = False  # the first signal is being handled; later ones are ignored
+    stopping: int | None = None  # the first signal, being handled; later ones escalate, once
+    escalate: Callable[[], None] | None = None
+    escalated = False
 
 
 def signal_of(interrupt: KeyboardInterrupt) -> signal.Signals:
@@ -41,25 +52,46 @@ def signal_of(interrupt: KeyboardInterrupt) -> signal.Signals:
 
 def _handler(signum: int, frame: object) -> None:
     if _State.stopping:
-        return  # the cleanup of the first stop must not be cut short by a second
+        _second_stop(_State.stopping)  # the first stop's cleanup is not cut short: it is hurried
+        return
     if _State.held:
         _State.pending = _State.pending or signum
         return
-    _State.stopping = True
+    _State.stopping = signum
     raise Stopped(signum)
 
 
+def _second_stop(first: int) -> None:
+    if _State.escalated:
+        return
+    _State.escalated = True
+    if _State.escalate is not None:
+        _State.escalate()
+    deadline = threading.Timer(SECOND_STOP_EXIT_S, _exit_now, args=(128 + first,))
+    deadline.daemon = True
+    deadline.start()
+
+
+def _exit_now(code: int) -> None:
+    name = signal.Signals(code - 128).name
+    sys.stderr.write(f"amp-suite: stopped by {name}; a second stop ended the cleanup after {SECOND_STOP_EXIT_S:g} s\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
 @contextmanager
-def stop_on_signals() -> Iterator[None]:
+def stop_on_signals(escalate: Callable[[], None] | None = None) -> Iterator[None]:
+    """`escalate`: what a second stop signal does at once (the first raises Stopped)."""
     previous = {signum: signal.signal(signum, _handler) for signum in STOP_SIGNALS}
-    _State.stopping, _State.pending = False, None
+    _State.stopping, _State.pending, _State.escalate, _State.escalated = None, None, escalate, False
     try:
         yield
     finally:
         for signum, action in previous.items():
             # Once stopping, the process is on its way out with the first signal's exit code: a
-            # second Ctrl-C or SIGTERM during the last cleanup must not kill it by that signal.
-            signal.signal(signum, signal.SIG_IGN if _State.stopping else action)
+            # second Ctrl-C or SIGTERM during the last cleanup must not kill it by that signal, only
+            # hurry it (the handler stays, and escalates).
+            signal.signal(signum, _handler if _State.stopping else action)
 
 
 @contextmanager
@@ -72,7 +104,7 @@ def signals_held() -> Iterator[None]:
         _State.held -= 1
         if not _State.held and _State.pending is not None and not _State.stopping:
             signum, _State.pending = _State.pending, None
-            _State.stopping = True
+            _State.stopping = signum
             raise Stopped(signum)
 
 

@@ -1,4 +1,5 @@
-"""Your own model, measured by amp-suite: a function that returns an amp_suite.UserWorkload.
+"""Your own model, measured by amp-suite: a function that returns an amp_suite.UserWorkload, and is
+declared so (`-> UserWorkload`): the suite calls no function of an entry's file that isn't.
 
     amp-suite run --model examples/cnn.py:build --device cpu
     docker run --gpus all -v "$PWD/examples:/models:ro" -v "$PWD/runs:/runs" IMAGE run --model /models/cnn.py:build

@@ -118,7 +118,9 @@ def sequential_ratio(
     if len(pairs) != 1 or any(r.timing_stop is None or r.timing_stop.rule != "sequential" for r in pairs[0]):
         return None
     a, b = pairs[0]
-    ratios = [math.log(x / y) for x, y in zip(a.throughput_windows, b.throughput_windows, strict=True) if x > 0 < y]
+    paired_windows = zip(a.throughput_windows, b.throughput_windows, strict=True)
+    # A window that is not a positive, finite rate has no log ratio (records.results sets it aside).
+    ratios = [math.log(x / y) for x, y in paired_windows if 0 < x < math.inf and 0 < y < math.inf]
     # The runner's decision stands from the round it was made at (execution.side_by_side).
     ratios = ratios[: a.timing_stop.decided_at.get(a.precision, len(ratios))]
     budget = (a.config.get("stopping") or {}).get("budget", 1)

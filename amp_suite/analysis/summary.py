@@ -514,7 +514,7 @@ def _kernel_benchmark(record: CellRecord) -> bool:
 
 def _status(group: list[CellRecord]) -> str:
     statuses = {r.status for r in group}
-    for status in ("failed", "oom", "diverged", "skipped"):
+    for status in ("failed", "interrupted", "oom", "diverged", "skipped"):
         if status in statuses:
             return status
     return "ok"

@@ -127,6 +127,7 @@ def measure_session(
     (DDP's wrapped model); `before_timed` runs between warmup and the timed steps (DDP's barrier);
     `turns`: the device is shared with the other precisions of the comparison, a window at a time."""
     policy, model = session.policy, session.model
+    progress("diagnostics", 0, 1)  # a phase of its own: the run's stall watchdog names the phase a cell stalls in
     matmul_dtype = policy.checked_matmul_dtype(device)
     # The diagnostics run the eager model: the same arithmetic, and nothing for the compiler to trace.
     as_written, session.as_written = session.as_written, None  # the copy is not held while timed
@@ -170,7 +171,7 @@ def measure_session(
         measured, evaluations = train_timed(
             trainer, batches, timer, lambda n: progress("measure", n, spec.steps),
             edges=edges, every=None if target is None else target.eval_every,
-            evaluate=lambda: evaluate()[session.workload.primary_metric],
+            evaluate=lambda: _announced(progress, evaluate)[session.workload.primary_metric],
             paused=paused, handover=handover, rewarm=turns.shared,
         )  # fmt: skip
         # Accuracy is the matrix's steps': sequential, evaluated now, in this cell's own turn, before
@@ -301,6 +302,13 @@ def evaluation_fields(
         "eval_s": evaluations.seconds,
         **target_fields(curve, target.value, workload.higher_is_better),
     }
+
+
+def _announced(progress: Progress, evaluate: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """An evaluation between timed steps (time to target) says so: no step completes while it runs,
+    and the run's watchdog gives a phase without steps a limit of its own."""
+    progress("evaluate", 0, 1)
+    return evaluate()
 
 
 def _evaluated(evaluate: Callable[[], dict[str, float]], paused: Callable, progress: Progress) -> dict[str, float]:

@@ -115,6 +115,11 @@ def inspect(
             why = not_among(workload, "workload", names, WORKLOADS)
             raise ConfigError(f"--workload: {why} (this matrix runs {', '.join(names)})")
         chosen = loaded.select([workload], None)
+        if chosen.workloads[0].kernel_benchmark:
+            raise ConfigError(f"--workload: {workload} is a kernel benchmark, with no training step to audit")
+        from amp_suite.cli.preflight import check_workloads
+
+        check_workloads(chosen)  # the user's entry in a child first, under its limit, as `run` checks it
     except ConfigError as exc:
         raise fail(str(exc)) from None
     config = chosen.workloads[0]

@@ -23,7 +23,8 @@ from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES
 from amp_suite.records.results import CellRecord
 from amp_suite.text import plain, printable
 
-STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "diverged": "magenta", "oom": "red"}
+STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "diverged": "magenta", "oom": "red",
+                "interrupted": "yellow"}  # fmt: skip
 
 
 class RichDisplay:

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from amp_suite.cli.common import MatrixOption, app, fail, resolve_matrix, say, source
+from amp_suite.cli.predict_cells import entry_option, offline_unless_asked
 from amp_suite.cli.predict_tables import (
     config_of,
     print_calibrations,
@@ -18,6 +19,7 @@ from amp_suite.cli.predict_tables import (
     print_float8_benchmark,
     print_measured,
     say_host_bound,
+    say_windows_set_aside,
 )
 from amp_suite.config import ConfigError, load_matrix
 from amp_suite.config.problems import did_you_mean
@@ -33,8 +35,10 @@ MAX_LAUNCH_US = 10_000.0
 def predict(
     gpu: Annotated[
         Optional[list[str]],
-        typer.Option(help="A GPU of the peak table as torch names it (A100-SXM4-80GB); repeat for several. "
-                     "Default: every GPU the table has a memory bandwidth for."),
+        typer.Option(
+            help="A GPU of the peak table as torch names it (A100-SXM4-80GB); repeat for several. "
+            "Default: every GPU the table has a memory bandwidth for."
+        ),
     ] = None,  # fmt: skip
     matrix: MatrixOption = None,
     results: Annotated[
@@ -55,6 +59,18 @@ def predict(
             show_default=False,
         ),
     ] = None,
+    model: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            parser=entry_option,
+            metavar="ENTRY",
+            help="With --results: profile the cells of your own model whose records name this entry"
+            " (module:function or file.py:function, as `amp-suite run --model` takes it): it runs here, as"
+            " a script would. Repeat for several. Without it, such cells are left out: a record never"
+            " says what code to run.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Estimate each mode's speedup on GPUs you may not have, from a roofline of every cell's training
     step, op by op, profiled on this CPU, behind a good host and a slow one; beside the published
@@ -63,8 +79,10 @@ def predict(
         if results is not None:
             if gpu or matrix is not None:
                 raise ConfigError("--results estimates its records' cells on their GPU: leave out --gpu and --matrix")
-            _against_measured(results, launch_us)
+            _against_measured(results, launch_us, model or [])
             return
+        if model:
+            raise ConfigError("--model names the entry of --results' own cells; a matrix names its own")
         if launch_us is not None:
             raise ConfigError("--launch-us sets the host of --results' records; --gpu shows a good and a slow host")
         loaded = load_matrix(resolve_matrix(matrix if matrix is not None else DEFAULT_MATRIX))
@@ -112,7 +130,7 @@ class _Profiles:
         return CellEstimate(label, config, spec.batch_size, estimate_step(costs, gpu, spec.precision))
 
     def of(self, spec):
-        from amp_suite.cell.profile import profile_cell
+        from amp_suite.cli.predict_cells import profile_cell
         from amp_suite.config.precisions import MODE_BY_NAME, REFERENCE
 
         ran = spec.precision if MODE_BY_NAME[spec.precision].autocast else REFERENCE
@@ -213,21 +231,26 @@ def _against_float8_benchmark(gpus: list, references: list) -> None:
     say(f"error on {len(rows)} torchao float8 speedup(s): mean |estimated / published - 1| = {error:.0%}")
 
 
-def _against_measured(results: str, launch_us: float | None) -> None:
+def _against_measured(results: str, launch_us: float | None, entries: list[str]) -> None:
     """The records' single-GPU cells (eager, or compiled in the default mode) estimated on the GPU
     each ran on, behind the host each ran on, beside the speedup over fp32 (or bf16) the records
-    measured there."""
+    measured there. A cell of the user's own model only where they name its entry (`entries`)."""
     from amp_suite.analysis.summary import summarize
     from amp_suite.hardware.peaks import gpu_spec
     from amp_suite.report.prediction import mean_absolute_error
 
     records = _records_of(results)
     summary = {(row.machine, row.setup, row.precision): row for row in summarize(records)}
-    chosen = _chosen(records)
+    chosen, left_out = _chosen(records, entries)
+    profiles = _Profiles()
+    chosen = _profiled(chosen, profiles, left_out)
+    for label, why in left_out.items():
+        say(f"not estimated: {label}: {why}")
     if not chosen:
         why = "no single-GPU cell finished ok on CUDA that a roofline can estimate"
-        raise ConfigError(f"--results {results[:200]}: {why}")
-    profiles, rows, unknown = _Profiles(), [], set()
+        raise ConfigError(f"--results {results[:200]}: {why}" + (" (above: why each is left out)" if left_out else ""))
+    say_windows_set_aside(summary.values(), chosen)
+    rows, unknown = [], set()
     for device_name in sorted({r.device_name or "" for r, _ in chosen.values()}):
         gpu = gpu_spec(device_name)
         if gpu is None:
@@ -256,19 +279,45 @@ def _records_of(results: str) -> list:
     return records
 
 
-def _chosen(records: list) -> dict:
+def _chosen(records: list, entries: list[str]) -> tuple[dict, dict[str, str]]:
     """(machine, setup, precision) -> a record of that cell (its first seed), and the cell it measured:
-    the single-GPU cells that finished ok on CUDA, which a roofline can estimate."""
+    the single-GPU cells that finished ok on CUDA, which a roofline can estimate; and, by the
+    records' label, why a cell of those is left out (its records name code the user did not)."""
     from amp_suite.analysis.summary import group_key
+    from amp_suite.cli.predict_cells import with_named_entry
 
-    chosen = {}
+    chosen, left_out = {}, {}
     for record in records:
         if record.status == "ok" and record.device == "cuda" and not record.world_size:
             estimable = not _not_estimated(record.precision, record.compile) and isinstance(record.batch_size, int)
             measured = estimable and _spec_of(record)
-            if measured:
-                chosen.setdefault(group_key(record), (record, measured))
-    return chosen
+            if not measured:
+                continue
+            workload, why = with_named_entry(measured.workload, entries)
+            if why is not None:
+                left_out.setdefault(_label(record), why)
+                continue
+            chosen.setdefault(group_key(record), (record, measured.model_copy(update={"workload": workload})))
+    return chosen, left_out
+
+
+def _profiled(chosen: dict, profiles: _Profiles, left_out: dict[str, str]) -> dict:
+    """The chosen cells whose every mode profiles; a cell with one that doesn't (a model folder not
+    here, an entry that raises) is left out, its reason in `left_out`."""
+    from amp_suite.records.results import describe_error
+
+    offline_unless_asked([spec for _, spec in chosen.values()])
+    failed = set()
+    for (machine, setup, _), (record, spec) in chosen.items():
+        if (machine, setup) in failed:
+            continue
+        try:
+            profiles.of(spec)
+        except Exception as exc:  # the record's model can't be built here: its cell, not the command, fails
+            failed.add((machine, setup))
+            said = " ".join(describe_error(exc, 300).split())  # one line, whatever the library's text
+            left_out.setdefault(_label(record), f"profiling it failed: {said}")
+    return {key: cell for key, cell in chosen.items() if key[:2] not in failed}
 
 
 def _measured_on(gpu, cells: dict, summary: dict, profiles: _Profiles, launch_us: float | None) -> list:

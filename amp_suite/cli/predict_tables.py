@@ -82,6 +82,16 @@ def say_host_bound(where: str, estimates, host: str = "") -> None:
         f"{which or 'none'}")  # fmt: skip
 
 
+def say_windows_set_aside(rows, chosen: dict) -> None:
+    """The windows left out of the measured speedups of the cells estimated (summary rows; `chosen`
+    holds their (machine, setup, mode)): a hiccup's, or one the file held that no cell measures
+    (records.results reads such a window as set aside)."""
+    for row in rows:
+        if (row.machine, row.setup, row.precision) in chosen:
+            for window in row.set_aside:
+                say(f"measured {plain(row.workload)} {row.precision}: {window}")
+
+
 def print_float8_benchmark(rows: list) -> None:
     first_gpu = rows[0][1]
     title = (f"torchao's float8 single linear on {first_gpu.name} ({first_gpu.memory_gbps:g} GB/s, as published): "

@@ -1,22 +1,22 @@
 """What `amp-suite run` checks of the workloads it was not shipped with, before any cell: that each
 model named from torchvision or timm exists, that each Hugging Face model's config loads for its
-task, and that each user entry imports, runs and returns an
-amp_suite.UserWorkload (called in a child process: the user's code never runs in the process that
-keeps the records). And the matrix `--model ENTRY` stands for."""
+task (its own code refused unless trusted) within the parameter limit, and that each user entry
+imports, runs and returns an amp_suite.UserWorkload (called in a child process within a limit,
+amp_suite.cli.entry_check: the user's code never runs in the process that keeps the records). And
+the matrix `--model ENTRY` stands for."""
 
 from __future__ import annotations
 
 import difflib
 import json
 import logging
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
+from amp_suite.cli.entry_check import check_entry, entry_check_limit
 from amp_suite.config import ConfigError, Matrix, describe_validation_error
 from amp_suite.config.precisions import ARTICLE_MODES
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME, CustomConfig, HfConfig, TimmConfig, TorchvisionConfig
@@ -28,7 +28,6 @@ MODEL_MATRIX = {"seed": 0, "repeats": 1, "warmup_steps": 10, "steps": 120, "prec
 # The workload a --model entry is: the user's own.
 ENTRY_WORKLOAD = next(name for name, config in WORKLOAD_CONFIG_BY_NAME.items() if config is CustomConfig)
 MODEL_BATCH_SIZE = 32
-ENTRY_CHECK_TIMEOUT_S = 600  # building a large model on the CPU takes a while; a hang does not end the run
 
 
 def model_matrix(entry: str) -> tuple[Matrix, str]:
@@ -101,15 +100,17 @@ MODEL_LISTS = {TorchvisionConfig: _torchvision_models, TimmConfig: _timm_models}
 
 
 def check_hf_models(matrix: Matrix) -> None:
-    """Each Hugging Face model's config loads and has a model class for its task: a missing folder,
-    a Hub id out of reach or an unknown architecture is one line here, not a failed cell per mode."""
+    """Each Hugging Face model's config loads, names no code of its own (unless the matrix trusts
+    it), has a model class for its task and a size within the parameter limit (counted on the meta
+    device): a missing folder, a Hub id out of reach, an unknown architecture or a 70B config is one
+    line here, not a failed cell per mode."""
     for workload in matrix.workloads:
         if isinstance(workload, HfConfig):
             _quiet_hf_imports()
-            from amp_suite.workloads.hf import HfModelError, load_model_config, model_class
+            from amp_suite.workloads.hf import HfModelError, checked_size, load_model_config
 
             try:
-                model_class(workload.task, load_model_config(workload))
+                checked_size(workload, load_model_config(workload))
             except HfModelError as exc:
                 raise ConfigError(f"{workload.name}: {exc}") from None
 
@@ -126,22 +127,19 @@ def _quiet_hf_imports() -> None:
 
 
 def check_entries(matrix: Matrix) -> None:
-    """Call each user entry once, with its args, in a child process; its one-line reason becomes
-    a ConfigError (exit 2) before any cell runs."""
+    """Call each user entry once, with its args, in a child process within a limit
+    (amp_suite.cli.entry_check); its one-line reason becomes a ConfigError (exit 2) before any cell
+    runs. The matrix already refused an entry its source does not declare (config.entries)."""
+    entries = [workload for workload in matrix.workloads if isinstance(workload, CustomConfig)]
+    if not entries:
+        return
+    limit_s = entry_check_limit()
     seen: set[str] = set()
-    for workload in matrix.workloads:
-        if not isinstance(workload, CustomConfig):
-            continue
+    for workload in entries:
         key = json.dumps([workload.entry, workload.args], sort_keys=True)
         if key in seen:
             continue
         seen.add(key)
-        command = [sys.executable, "-m", "amp_suite.workloads.custom", workload.entry, json.dumps(workload.args)]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=ENTRY_CHECK_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise ConfigError(f"entry {workload.entry}: still running after {ENTRY_CHECK_TIMEOUT_S} s") from None
-        if done.returncode != 0:
-            lines = [line for line in done.stderr.splitlines() if line.strip()]
-            reason = lines[-1] if lines else f"exited {done.returncode}"
-            raise ConfigError(reason[:500])
+        reason = check_entry(workload.entry, workload.args, limit_s)
+        if reason is not None:
+            raise ConfigError(reason)

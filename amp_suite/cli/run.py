@@ -30,7 +30,10 @@ from amp_suite.cli.preflight import MODEL_BATCH_SIZE, MODEL_MATRIX, check_worklo
 from amp_suite.config import ConfigError, Matrix, load_matrix, read_matrix_text
 from amp_suite.config.precisions import ARTICLE_MODES, REFERENCE
 from amp_suite.execution.executors import Executor, OnThisBox
+from amp_suite.execution.process_tree import end_descendants, ending_run_processes
 from amp_suite.execution.scheduler import GpuSelection
+from amp_suite.execution.watchdog import Limits
+from amp_suite.execution.worker import working_directory_off_the_path
 from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking.uri import check_server_answers, check_tracking_store, embedded_store_uri, mask_credentials
 
@@ -39,6 +42,7 @@ MAX_EXPERIMENT_NAME = 256
 
 
 @app.command()
+@ending_run_processes()  # every process the run starts (the entry check, cells, what they fork) ends with it
 def run(
     matrix: MatrixOption = None,
     model: Annotated[
@@ -71,6 +75,8 @@ def run(
     """Run a precision matrix and record every cell in results.jsonl and MLflow."""
     try:
         # Everything that needs no torch is checked first: bad input fails in a second.
+        Limits.from_environment()  # the stall watchdog's, if the environment sets them
+        working_directory_off_the_path()  # before any child process: a datasets.py here is not datasets
         if tracking_uri is not None:
             check_tracking_store(tracking_uri)  # port, scheme, driver, SQLite folder
             check_server_answers(tracking_uri)  # a server that isn't there: seconds, before torch loads
@@ -191,9 +197,12 @@ def _run_matrix(
     uri = tracking_uri or embedded_store_uri(out)
     route_store_logs(None)  # until the folder is ours: a refused run leaves nothing behind
     catch_up = f"amp-suite sync {shlex.quote(str(out))}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else "")
+    runner = None
     try:
         given = open_tracker(tracking_uri) if tracking_uri else None  # run() found a server there
-        with stop_on_signals(), directory.locked("amp-suite run"), RichDisplay(console) as display:
+        # A second stop signal ends every process below this one at once (the first stops the cells
+        # and records what they measured).
+        with stop_on_signals(end_descendants), directory.locked("amp-suite run"), RichDisplay(console) as display:
             executor.start(cells)  # the folder is ours: cells' processes load torch while the store opens
             route_store_logs(out / "logs" / "tracking.log", tracking_uri)
             mirror = given or open_tracker(uri, run_folder=out)  # the folder's own store, once the folder is ours
@@ -210,10 +219,7 @@ def _run_matrix(
         raise fail(_unwritten(exc, directory), ExitCode.WRITE_FAILED) from None
     except KeyboardInterrupt as exc:
         stopped_by = signal_of(exc)
-        raise fail(
-            f"stopped by {stopped_by.name}; finished cells are in {directory.results.path} (--resume continues)",
-            128 + stopped_by,
-        ) from None
+        raise fail(_stopped(stopped_by, runner.recorded if runner else 0, directory), 128 + stopped_by) from None
     kinds = sorted({r.peak_memory_kind for r in records if r.peak_memory_kind})
     print_summary(console, summary, f"{matrix.name}: {len(records)} cells", ", ".join(kinds) or None)
     machines = {r.machine.key: r.machine for r in records if r.machine}
@@ -223,6 +229,17 @@ def _run_matrix(
     say(f"MLflow: {uri}   (amp-suite ui --out {shlex.quote(str(out))})")
     print_outcome(console, outcome)
     raise typer.Exit(int(outcome.exit_code))
+
+
+def _stopped(by, recorded: int, directory: RunDirectory) -> str:
+    """The stop's one line, true to what is in the folder: the cells that ended, and those the stop
+    interrupted, with the windows they finished (execution.runner), are records in results.jsonl."""
+    if not recorded:
+        return f"stopped by {by.name} before any cell of this run was recorded (--resume continues)"
+    return (
+        f"stopped by {by.name}; this run's {recorded} record(s), the interrupted cells' with the windows they"
+        f" measured, are in {directory.results.path} (--resume continues)"
+    )
 
 
 def _unwritten(exc: OSError, directory: RunDirectory) -> str:

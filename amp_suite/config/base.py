@@ -24,7 +24,9 @@ def _compile_mode(value: object) -> object:
 CompileMode = Annotated[Literal[COMPILE_MODES], BeforeValidator(_compile_mode)]  # type: ignore[valid-type]
 Device = Literal["cuda", "cpu"]
 # diverged: the cell ran, but a step produced inf/NaN outside GradScaler's skip-and-retry.
-Status = Literal["ok", "skipped", "failed", "diverged", "oom"]  # oom: the batch did not fit in device memory
+# oom: the batch did not fit in device memory; interrupted: a stop ended the cell mid-run (its finished
+# windows kept, never taken for a result: --resume runs it again)
+Status = Literal["ok", "skipped", "failed", "diverged", "oom", "interrupted"]
 
 
 class FrozenModel(BaseModel):

@@ -9,6 +9,7 @@ read configs (amp_suite.config.recorded reads a record's back).
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Union
 
@@ -38,6 +39,7 @@ from amp_suite.config.base import (
     count,
 )
 from amp_suite.config.ddp import DdpCell, DdpConfig
+from amp_suite.config.entries import declared_source, source_digest
 
 
 def _as_list(value: object) -> object:
@@ -477,6 +479,28 @@ def _folder_digest(folder: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+MAX_CONFIG_JSON_BYTES = 16 << 20  # a model's config.json is a few KB; larger is not one to read here
+
+
+def _json_keys(path: Path) -> set[str]:
+    """The top-level keys of a JSON object file; none where it is not one (transformers says why)."""
+    try:
+        if path.stat().st_size > MAX_CONFIG_JSON_BYTES:
+            return set()
+        loaded = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return set()
+    return set(loaded) if isinstance(loaded, dict) else set()
+
+
+def remote_code_refusal(model: str) -> str:
+    """Why a model whose config has an auto_map is not loaded (amp_suite.workloads.hf says it too)."""
+    return (
+        f"{model}: its config.json has an auto_map, naming Python code of its own that the suite does not"
+        " run unless the workload says trust_remote_code: true (see docs/your-own-model.md)"
+    )
+
+
 HfTask = Literal["causal-lm", "masked-lm", "seq-cls", "seq2seq"]
 # The unit each task's people quote, and its metric's label, as the reference workloads of the same kind have.
 HF_TASK_UNITS: dict[str, str] = {
@@ -514,6 +538,13 @@ class HfConfig(_UserWorkload):
         None, ge=3, le=1 << 20, description="token ids in the data stay below it; unset: the model's vocabulary"
     )
     lr: PositiveFloat = 1e-4
+    trust_remote_code: bool = Field(
+        False,
+        exclude_if=lambda trusted: not trusted,
+        description="true: run the Python code the folder (or Hub repo) names in its config's auto_map, in"
+        " amp-suite's own process and in every cell, like a script of yours; false, the default: a config"
+        " with an auto_map is refused",
+    )
 
     folder_digest: str | None = Field(
         None, description="set by the suite: a digest of the model folder's files (--resume reruns a changed one)"
@@ -540,6 +571,16 @@ class HfConfig(_UserWorkload):
         other file's name, size and modification time (weights are too large to read for this)."""
         if (info.context or {}).get("matrix_dir") is not None and Path(self.model).is_dir():
             object.__setattr__(self, "folder_digest", _folder_digest(Path(self.model)))
+        return self
+
+    @model_validator(mode="after")
+    def _no_code_unless_asked(self, info: ValidationInfo):
+        """A folder whose config names code of its own (auto_map) runs only where the matrix says
+        trust_remote_code: true: refused here, from the file's text, before transformers reads it."""
+        config = Path(self.model) / "config.json"
+        if (info.context or {}).get("matrix_dir") is not None and not self.trust_remote_code and config.is_file():
+            if "auto_map" in _json_keys(config):
+                raise ValueError(remote_code_refusal(self.model))
         return self
 
     @property
@@ -601,6 +642,13 @@ class CustomConfig(_UserWorkload):
                       description="the throughput unit: what a training sample is, per second")  # fmt: skip
     data: DataConfig = DataConfig(source="entry", val_samples=MAX_SAMPLES)
 
+    source_digest: str | None = Field(
+        None,
+        exclude_if=lambda digest: digest is None,
+        description="set by the suite: a digest of the entry's source file and the Python files beside it"
+        " (--resume reruns a changed one)",
+    )
+
     @field_validator("entry")
     @classmethod
     def _file_beside_the_matrix(cls, entry: str, info: ValidationInfo) -> str:
@@ -610,6 +658,17 @@ class CustomConfig(_UserWorkload):
         if where.endswith(".py") and folder is not None and not Path(where).is_absolute():
             return f"{(Path(folder) / where).resolve()}:{function}"
         return entry
+
+    @model_validator(mode="after")
+    def _a_declared_builder(self, info: ValidationInfo):
+        """A matrix being loaded names code to run: only a function its source declares a workload
+        builder, never the standard library's, read without importing anything (config.entries).
+        Its source's digest goes into the config, and so into the hash --resume compares. A record
+        read back (no matrix_dir) names code that already ran: it is taken as written."""
+        if (info.context or {}).get("matrix_dir") is not None:
+            source = declared_source(self.entry)  # an EntryRefused is a ValueError: one line, exit 2
+            object.__setattr__(self, "source_digest", source_digest(source))
+        return self
 
     @property
     def throughput_unit(self) -> str:  # type: ignore[override]

@@ -17,6 +17,7 @@ from typing import Protocol
 from amp_suite.config import CellSpec
 from amp_suite.execution.fleet import Fleet, capacity, machine_types, slots
 from amp_suite.execution.scheduler import cuda_visible, threads_per_cell
+from amp_suite.execution.watchdog import Watch
 from amp_suite.execution.worker import UNPLACED, Context, Placement, Seat, cell_context, run_isolated
 from amp_suite.records.results import CellRecord
 
@@ -31,7 +32,12 @@ class Executor(Protocol):
     def prepare(self, cells: Sequence[CellSpec]) -> list[str] | None: ...
     def unrunnable(self, spec: CellSpec) -> str | None: ...
     def runner(
-        self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None, seat: Seat | None = None
+        self,
+        log: Path,
+        held: tuple[str, ...],
+        cancelled: threading.Event | None,
+        seat: Seat | None = None,
+        watch: Watch | None = None,
     ) -> RunOne: ...
     def where(self, held: tuple[str, ...]) -> str: ...
     def close(self) -> None: ...
@@ -61,15 +67,23 @@ class OnThisBox:
         return None
 
     def runner(
-        self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None, seat: Seat | None = None
+        self,
+        log: Path,
+        held: tuple[str, ...],
+        cancelled: threading.Event | None,
+        seat: Seat | None = None,
+        watch: Watch | None = None,
     ) -> RunOne:
-        """`seat`: the cell takes turns with the other cells of its comparison (execution.side_by_side)."""
+        """`seat`: the cell takes turns with the other cells of its comparison (execution.side_by_side).
+        `watch`: what the run hears of the cell (execution.watchdog), kept by the caller."""
         context = self.context
         assert context is not None, "prepare() first"
         placement = Placement(",".join(cuda_visible(index) for index in held), self.threads) if held else UNPLACED
 
         def run(cell: CellSpec, progress: Progress) -> CellRecord:
-            return run_isolated(context, cell, log, progress, placement=placement, cancelled=cancelled, seat=seat)
+            return run_isolated(
+                context, cell, log, progress, placement=placement, cancelled=cancelled, seat=seat, watch=watch
+            )
 
         return run
 
@@ -77,7 +91,7 @@ class OnThisBox:
         return f"gpu {','.join(held)}"
 
     def close(self) -> None:
-        pass  # the forkserver ends with this process
+        pass  # the forkserver ends with the run's process (process_tree.end_run_processes)
 
 
 class OnFleet:
@@ -105,9 +119,15 @@ class OnFleet:
         return None
 
     def runner(
-        self, log: Path, held: tuple[str, ...], cancelled: threading.Event | None, seat: Seat | None = None
+        self,
+        log: Path,
+        held: tuple[str, ...],
+        cancelled: threading.Event | None,
+        seat: Seat | None = None,
+        watch: Watch | None = None,
     ) -> RunOne:
-        return lambda cell, progress: self.fleet.run(cell, log, cancelled)  # no seats: cells hold nodes of their own
+        # No seats: cells hold nodes of their own. The node's worker keeps its own watch.
+        return lambda cell, progress: self.fleet.run(cell, log, cancelled)
 
     def where(self, held: tuple[str, ...]) -> str:
         return "on Ray"

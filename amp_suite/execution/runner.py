@@ -23,16 +23,19 @@ from typing import Any, Protocol
 from amp_suite.analysis.outcome import Outcome, judge
 from amp_suite.analysis.summary import SummaryRow, summarize
 from amp_suite.config import AUTO_BATCH, CellSpec, Matrix
+from amp_suite.config.base import window_edges
 from amp_suite.execution import batch_search
 from amp_suite.execution.batch_search import search_batch
 from amp_suite.execution.executors import Executor, OnThisBox, Progress, RunOne
 from amp_suite.execution.scheduler import Scheduler
 from amp_suite.execution.side_by_side import SideBySide, comparisons, why_alone
+from amp_suite.execution.watchdog import Watch
 from amp_suite.records.finish import finished
 from amp_suite.records.invocations import Ending, InvocationStarted, new_id
 from amp_suite.records.jsonl import LineWriteError
 from amp_suite.records.results import BatchSearch, CellRecord, describe_error
 from amp_suite.records.rundir import RunDirectory
+from amp_suite.signals import signal_of
 from amp_suite.tracking import Tracker
 
 Reporter = Callable[[list[CellRecord]], Path]
@@ -44,6 +47,15 @@ class Display(Protocol):
     def start_cell(self, spec: CellSpec, where: str | None = None) -> None: ...
     def cell_progress(self, spec: CellSpec, phase: str, done: int, total: int) -> None: ...
     def finish_cell(self, record: CellRecord) -> None: ...
+
+
+@dataclass(frozen=True)
+class Running:
+    """A cell started and not yet recorded: its ids, and what the run has heard of it."""
+
+    spec: CellSpec
+    ids: tuple[str, str | None]  # (the record's id, its tracker run's id)
+    watch: Watch
 
 
 @dataclass(frozen=True)
@@ -84,6 +96,8 @@ class MatrixRunner:
         self.report_folder: Path | None = None  # where run() wrote the report, if it did
         self._searches: dict[str, BatchSearch] = {}  # batch_sizes auto: one search serves every seed
         self._search_locks: dict[str, threading.Lock] = {}  # concurrent seeds wait for that one search
+        self._running: dict[str, Running] = {}  # by cell id: a stopped run records what they measured
+        self.recorded = 0  # records this run appended to results.jsonl
 
     def plan(self) -> tuple[list[CellSpec], list[CellRecord]]:
         """(cells to run, records reused from an earlier run of the same cells with --resume)."""
@@ -118,6 +132,8 @@ class MatrixRunner:
             self.tracker.finish(summary, outcome, self.report_folder)
         except BaseException as exc:
             ending, why = _how_it_stopped(exc)
+            if isinstance(exc, KeyboardInterrupt):
+                self._keep_interrupted(signal_of(exc).name, invocation.invocation_id)
             self.tracker.abort(ending, why)
             if started:
                 self._end(invocation.invocation_id, ending, why)
@@ -137,7 +153,7 @@ class MatrixRunner:
                 continue
             for spec in cells:  # one at a time, in this thread
                 ids = self._start(spec)
-                run = self.executor.runner(self.directory.log_path(spec.cell_id), (), None)
+                run = self.executor.runner(self.directory.log_path(spec.cell_id), (), None, watch=self._watch(spec))
                 ran = self._measure(spec, run, partial(self.display.cell_progress, spec))
                 ran = replace(ran, timing={"ran_alone": alone}) if len(cells) > 1 else ran
                 done.append(self._finish(ran, ids, invocation_id))
@@ -156,7 +172,7 @@ class MatrixRunner:
             done[spec.cell_id] = self._finish(ran, ids.pop(spec.cell_id), invocation_id)
 
         def launch(spec: CellSpec, held: tuple[str, ...], cancelled: threading.Event, progress: Progress) -> Ran:
-            run = self.executor.runner(self.directory.log_path(spec.cell_id), held, cancelled)
+            run = self.executor.runner(self.directory.log_path(spec.cell_id), held, cancelled, watch=self._watch(spec))
             return replace(self._measure(spec, run, progress), timing={"ran_alone": alone.get(spec.cell_id)})
 
         reasons = {spec.cell_id: self.executor.unrunnable(spec) for spec in todo}
@@ -184,17 +200,17 @@ class MatrixRunner:
             done[spec.cell_id] = self._finish(ran, ids.pop(spec.cell_id), invocation_id)
 
         def launch(spec: CellSpec, held: tuple[str, ...], cancelled: threading.Event, progress: Progress) -> Ran:
-            i, log = index[spec.cell_id], self.directory.log_path(spec.cell_id)
+            i, log, watch = index[spec.cell_id], self.directory.log_path(spec.cell_id), self._watch(spec)
             record = None
             if comparison.admit(i, cancelled):
-                record = self.executor.runner(log, (), cancelled, comparison.seat(i))(spec, progress)
+                record = self.executor.runner(log, (), cancelled, comparison.seat(i), watch)(spec, progress)
             alone = comparison.alone(i, record.status if record else "refused")
             if alone is None:
                 paired = comparison.paired(i)
                 return Ran(record, timing={"side_by_side_id": group_id if paired else None, "turn_order": paired})
             comparison.wait_over(cancelled)
             with comparison.alone_lock:
-                record = self.executor.runner(log, (), cancelled)(spec, progress)
+                record = self.executor.runner(log, (), cancelled, watch=watch)(spec, progress)
             return Ran(record, timing={"ran_alone": alone})
 
         seats = [f"seat-{i}" for i in range(len(cells))]
@@ -205,15 +221,41 @@ class MatrixRunner:
         """(the record's id, its tracker run's id)."""
         record_id = new_id()
         self.display.start_cell(spec, where)
-        return record_id, self.tracker.start_cell(spec, record_id)
+        ids = record_id, self.tracker.start_cell(spec, record_id)
+        windows = len(window_edges(spec.steps)) - 1
+        self._running[spec.cell_id] = Running(spec, ids, Watch(window_steps=spec.steps // max(1, windows)))
+        return ids
+
+    def _watch(self, spec: CellSpec) -> Watch:
+        return self._running[spec.cell_id].watch
 
     def _finish(self, ran: Ran, ids: tuple[str, str | None], invocation_id: str) -> CellRecord:
         runner = self._completion(ran.record, *ids, invocation_id)
         record = finished(ran.record, {"batch search": ran.identity, "comparison": ran.timing, "runner": runner})
+        self._running.pop(record.cell_id, None)
         self.directory.results.append(record)  # the record of truth first, then the mirror
+        self.recorded += 1
         self.tracker.finish_cell(record)
         self.display.finish_cell(record)
         return record
+
+    def _keep_interrupted(self, signal_name: str, invocation_id: str) -> None:
+        """A stopped run's cells that had started, recorded interrupted, with the windows
+        they finished (their processes have ended: the run waits for them before it gets here).
+        Only in results.jsonl: the tracker closes their runs as killed (`abort`). --resume runs them again."""
+        for running in list(self._running.values()):
+            watch, spec = running.watch, running.spec
+            measured = f"{len(watch.windows)} window(s) measured" if watch.windows else "no window measured"
+            reason = f"interrupted by {signal_name} in {watch.where()}: {measured}; --resume runs it again"
+            record = CellRecord.for_spec(spec, "interrupted", reason, **watch.probed, throughput_windows=watch.windows)
+            log = {"log_path": str(self.directory.log_path(spec.cell_id))}
+            record = finished(record, {"worker": log, "runner": self._completion(record, *running.ids, invocation_id)})
+            try:
+                self.directory.results.append(record)
+            except LineWriteError:
+                return  # the disk is full: the stop goes on without them
+            self.recorded += 1
+        self._running.clear()
 
     def _measure(self, spec: CellSpec, run: RunOne, progress: Progress) -> Ran:
         if spec.batch_size != AUTO_BATCH:

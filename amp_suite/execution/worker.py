@@ -2,11 +2,18 @@
 
 Processes are forked from a forkserver that has already imported torch (and the matrix's
 workload modules) but never touched CUDA: each cell starts clean in milliseconds instead of
-paying seconds of imports. The child streams throttled progress and finally its record through
-a pipe; its stdout/stderr go to the cell's log file. A child that dies without a record (killed
-for memory, segfault) is recorded as failed by the parent. A child whose parent dies (the
-forkserver exits when the suite does, even on SIGKILL) is stopped too, so a killed run never
-leaves a cell occupying the device.
+paying seconds of imports. The child streams a heartbeat, throttled progress, each timed window's
+rate as it ends and finally its record through a pipe; its stdout/stderr go to the cell's log file.
+A child that dies without a record (killed for memory, segfault) is recorded as failed by the
+parent; one that stalls is stopped by the parent's watchdog (amp_suite.execution.watchdog) and
+recorded failed with the phase it stalled in.
+
+The user's code runs in the child and may leave threads and processes behind (execution.process_tree).
+So the child leads a process group of its own, adopts its orphans, and leaves through os._exit once
+its record is sent, after ending every process below it: a non-daemon thread can't keep it alive,
+nor can a child holding its pipe hold the parent, which stops reading at the record. A child whose
+parent has gone finds out at its next heartbeat (the pipe is broken) and ends the same way: the
+forkserver outlives the suite while any cell lives, so its death would tell the cell nothing.
 
 A cell may be placed: given the GPUs it alone sees (CUDA_VISIBLE_DEVICES, set in the child before
 CUDA starts) and its share of the CPU threads, when several cells run at once (amp_suite.execution.scheduler).
@@ -22,23 +29,24 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from multiprocessing import forkserver
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Protocol
 
+import amp_suite
 from amp_suite.config import CellSpec
+from amp_suite.execution.cell_process import LEAVE_LIMIT_S, child_main
+from amp_suite.execution.process_tree import signal_all, signal_group
+from amp_suite.execution.watchdog import Watch
 from amp_suite.records.finish import finished
-from amp_suite.records.jsonl import LineWriteError, json_safe
+from amp_suite.records.jsonl import LineWriteError
 from amp_suite.records.results import CellRecord
-from amp_suite.records.rundir import append_to
-from amp_suite.signals import stop_with_parent
 
-PROGRESS_INTERVAL_S = 1.0  # at most one progress message a second leaves the child: the display refreshes at 1 Hz
 STOP_TIMEOUT_S = 5.0  # a terminated cell gets this long to exit cleanly before it is killed
+LISTEN_S = 0.2  # the parent looks at a quiet cell (its stall, a stopping run) this often
 
 
 Context = multiprocessing.context.BaseContext
@@ -68,6 +76,29 @@ class Cancelled(Exception):
     """The run is stopping: the cell's process was stopped and it has no record."""
 
 
+def working_directory_off_the_path() -> None:
+    """The working directory can't shadow a dependency: a `datasets.py` or `torch.py` there would be
+    imported instead of the real one. `python -m amp_suite` puts it first on this process's path,
+    which multiprocessing hands the forkserver, and so every cell; `python -c` and `-m` put it first
+    on a child's own (the entry check, the forkserver's start): PYTHONSAFEPATH (Python 3.11+) keeps
+    it off theirs. A user's entry is found where it says (amp_suite.workloads.entry puts its folder
+    on the path). Only the folder amp_suite itself is loaded from stays: a checkout run in place.
+    `amp-suite run` calls it before it starts any process (a Ray worker's path is Ray's business)."""
+    here = Path.cwd().resolve()
+    home = Path(amp_suite.__file__).resolve().parent.parent
+    if here == home:
+        return
+    sys.path[:] = [entry for entry in sys.path if _resolved(entry) != here]
+    os.environ["PYTHONSAFEPATH"] = "1"
+
+
+def _resolved(entry: str) -> Path | None:
+    try:
+        return Path(entry or ".").resolve()  # "" is the working directory
+    except (OSError, RuntimeError):
+        return None
+
+
 def cell_context(preload: Iterable[str], start: bool = False) -> Context:
     """`start`: start the forkserver now, not at the first cell: its imports overlap the caller's."""
     context = multiprocessing.get_context("forkserver")
@@ -85,69 +116,133 @@ def run_isolated(
     spec: CellSpec,
     log_path: Path,
     on_progress: Callable[[str, int, int], None],
-    target: Callable[[str, Connection, str, dict], None] | None = None,
+    target: Callable[..., None] | None = None,
     placement: Placement = UNPLACED,
     cancelled: threading.Event | None = None,
     seat: Seat | None = None,
+    watch: Watch | None = None,
 ) -> CellRecord:
     """Run the cell in a child process; `target` replaces the child's entry point in tests.
     `cancelled`: for a cell run from a thread (the main thread gets signals, this one does not):
-    once set, the cell is stopped and Cancelled raised. `seat`: the cell takes turns with others."""
+    once set, the cell is stopped and Cancelled raised. `seat`: the cell takes turns with others.
+    `watch`: what the parent hears of the cell, and the stall watchdog's judgement (a fresh one if
+    not given); a caller that keeps it has the windows of a cell that was stopped."""
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # the run folder was removed or replaced under the run: stop it as a failed write
         raise LineWriteError(exc.errno, f"cannot create {log_path.parent}: {exc.strerror}") from exc
+    watch = watch if watch is not None else Watch()
     reader, writer = context.Pipe(duplex=False)
     down, down_writer = context.Pipe(duplex=False) if seat is not None else (None, None)
     args = (spec.model_dump_json(), writer, str(log_path), asdict(placement), down)
-    process = context.Process(target=target or _child_main, args=args)
+    beat = {} if target else {"beat_s": watch.limits.heartbeat_s}  # a test's target says nothing of its own
+    process = context.Process(target=target or child_main, args=args, kwargs=beat)
     process.start()
-    writer.close()  # the child holds the only writer now, so its exit means EOF here
+    watch.restart()
+    writer.close()  # the child (and what it forks) holds the only writers now
     if down is not None:
         down.close()
-    record, probed = None, {}
+    heard, stalled = None, None
     try:
-        while True:
-            try:
-                kind, payload = _receive(reader, cancelled)
-            except EOFError:
-                break
-            if kind == "progress":
-                on_progress(*payload)
-            elif kind == "probed":
-                probed = json.loads(payload)
-            elif kind == "ready" and seat is not None:
-                seat.ready(payload, down_writer)
-            elif kind == "turn" and seat is not None:
-                seat.turn_done(payload)
-            else:
-                record = CellRecord.model_validate_json(payload)
-        process.join()
+        granting = _Granting(down_writer, watch) if down_writer is not None else None
+        heard, stalled = _listen(reader, process, watch, on_progress, seat, granting, cancelled)
     finally:
-        if process.is_alive():  # interrupted: do not leave a cell running on the device
-            process.terminate()
-            process.join(timeout=STOP_TIMEOUT_S)
-            if process.is_alive():  # stuck in native code that never returns to Python
-                process.kill()
-                process.join()
+        _stop_cell(process, recorded=heard is not None)
         reader.close()
         if seat is not None:
             seat.left()  # its turns, if any are left, pass to the others
             down_writer.close()
-    if record is None:
-        logged = log_path.exists() and log_path.stat().st_size > 0
-        where = f"see {log_path}" if logged else "it died before writing its log: see the suite's own output"
-        reason = f"worker process died ({_exit_description(process.exitcode)}); {where}"
-        record = CellRecord.for_spec(spec, "failed", reason, **probed)  # where it ran, if it got that far
+    if heard is not None:
+        record = CellRecord.model_validate_json(heard)
+    else:
+        reason = stalled or _died(process.exitcode, log_path)
+        # Where it ran, if it got that far, and the windows it finished.
+        record = CellRecord.for_spec(spec, "failed", reason, **watch.probed, throughput_windows=watch.windows)
     return finished(record, {"worker": {"log_path": str(log_path)}})
 
 
-def _receive(reader: Connection, cancelled: threading.Event | None) -> tuple[str, object]:
-    if cancelled is not None:
-        while not reader.poll(0.1):
-            if cancelled.is_set():
-                raise Cancelled()
-    return reader.recv()
+def _listen(
+    reader: Connection,
+    process: multiprocessing.process.BaseProcess,
+    watch: Watch,
+    on_progress: Callable[[str, int, int], None],
+    seat: Seat | None,
+    down: _Granting | None,
+    cancelled: threading.Event | None,
+) -> tuple[str | None, str | None]:
+    """What the cell says, until its record: (the record's JSON, None); (None, why it stalled);
+    or (None, None) once it has exited without one. The record ends the listening: a child of the
+    cell's code may hold the pipe open for ever."""
+    while True:
+        if cancelled is not None and cancelled.is_set():
+            raise Cancelled()
+        stalled = watch.stalled()
+        if stalled is not None:
+            return None, stalled
+        ready = wait([reader, process.sentinel], timeout=LISTEN_S)
+        if reader not in ready:
+            if ready and not reader.poll():  # it exited, and said nothing more
+                return None, None
+            continue
+        try:
+            kind, payload = reader.recv()
+        except EOFError:
+            return None, None
+        watch.heard()
+        if kind == "record":
+            return payload, None
+        _heard(kind, payload, watch, on_progress, seat, down)
+
+
+def _heard(kind: str, payload, watch: Watch, on_progress, seat: Seat | None, down: _Granting | None) -> None:
+    if kind == "progress":
+        watch.progress(*payload)
+        on_progress(*payload)
+    elif kind == "probed":
+        watch.probed = json.loads(payload)
+    elif kind == "window":
+        watch.window(payload)
+    elif kind == "ready" and seat is not None:
+        watch.wait_turn()  # before the seat: it may grant the turn at once
+        seat.ready(payload, down)
+    elif kind == "turn" and seat is not None:
+        watch.wait_turn()
+        watch.window(payload)
+        seat.turn_done(payload)
+
+
+class _Granting:
+    """The pipe down to a cell side by side: each word the run sends (a turn, the release) lets the
+    cell go on, so its watch runs again from then."""
+
+    def __init__(self, down: Connection, watch: Watch) -> None:
+        self.down, self.watch = down, watch
+
+    def send(self, word: object) -> None:
+        self.watch.granted()
+        self.down.send(word)
+
+
+def _stop_cell(process: multiprocessing.process.BaseProcess, recorded: bool) -> None:
+    """The cell's process and its group ended. One that sent its record leaves by itself (within
+    cell_process.LEAVE_LIMIT_S); one stopped or stalled gets SIGTERM (and SIGCONT: a paused process
+    can't act on it), STOP_TIMEOUT_S to exit, then SIGKILL. Then whatever its code left in its group."""
+    if recorded:
+        process.join(LEAVE_LIMIT_S)
+    for signum, grace_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, None)):
+        if not process.is_alive():
+            break
+        for each in (signum, signal.SIGCONT):
+            signal_group(process.pid, each)
+            signal_all([process.pid], each)  # in case it had not made its group yet
+        process.join(grace_s)
+    signal_group(process.pid, signal.SIGKILL)
+
+
+def _died(code: int | None, log_path: Path) -> str:
+    logged = log_path.exists() and log_path.stat().st_size > 0
+    where = f"see {log_path}" if logged else "it died before writing its log: see the suite's own output"
+    return f"worker process died ({_exit_description(code)}); {where}"
 
 
 def _exit_description(code: int | None) -> str:
@@ -156,92 +251,3 @@ def _exit_description(code: int | None) -> str:
         hint = ", often the out-of-memory killer" if -code == signal.SIGKILL else ""
         return f"killed by {name}{hint}"
     return f"exit code {code}"
-
-
-class _PipeTurns:
-    """A cell's turns side by side (amp_suite.cell.turns.Turns), over its pipes: what it says goes
-    up the pipe of its progress and record, the run's word to go on comes down a pipe of its own."""
-
-    shared = True
-
-    def __init__(self, up: Connection, down: Connection) -> None:
-        self.up, self.down = up, down
-        self._stopped: dict[str, object] | None = None
-
-    def ready(self, memory: dict[str, float]) -> None:
-        self.up.send(("ready", memory))
-
-    def take(self) -> None:
-        self.down.recv()  # blocks, without spinning: the device is another cell's
-
-    def give(self, rate: float | None = None) -> None:
-        self.up.send(("turn", rate))
-
-    def again(self) -> bool:
-        word = self.down.recv()  # "go", or ("release", how the timing stopped)
-        if word == "go":
-            return True
-        self._stopped = word[1]
-        return False
-
-    @property
-    def stopped(self) -> dict[str, object] | None:
-        return self._stopped
-
-
-class _ThrottledProgress:
-    def __init__(self, connection: Connection) -> None:
-        self.connection = connection
-        self.last_sent = 0.0
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done == total or now - self.last_sent >= PROGRESS_INTERVAL_S:
-            self.last_sent = now
-            self.connection.send(("progress", (phase, done, total)))
-
-
-def _thread_lock_for_progress_bars() -> None:
-    """datasets loads files through tqdm, whose default lock is a multiprocessing one: a named
-    semaphore that a cell stopped while loading leaves for the resource tracker to report as
-    leaked, on the user's terminal. A cell is one process; a thread lock is all it needs."""
-    from tqdm import tqdm
-
-    tqdm.set_lock(threading.RLock())
-
-
-def _place(placement: dict) -> None:
-    """Before anything touches CUDA (the forkserver never did): CUDA reads the variable once, at init."""
-    if placement["visible_devices"] is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = placement["visible_devices"]
-    if placement["threads"] is not None:
-        import torch
-
-        torch.set_num_threads(placement["threads"])
-
-
-def _child_main(
-    spec_json: str, connection: Connection, log_path: str, placement: dict, down: Connection | None = None
-) -> None:
-    # Stopped by the parent (an interrupted run) or with it: exit through Python, so that what
-    # the cell registered with multiprocessing's resource tracker is released, not reported leaked.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    stop_with_parent()
-    _place(placement)
-    _thread_lock_for_progress_bars()
-    with append_to(Path(log_path)) as log:  # never through a link: the run checked logs/, this holds it to that
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)
-    sys.stderr = open(2, "w", buffering=1, closefd=False)
-
-    from amp_suite.cell.run import run_cell  # preloaded in the forkserver: no import cost here
-    from amp_suite.cell.turns import ALONE
-
-    def probed(where: dict) -> None:
-        connection.send(("probed", json.dumps(json_safe(where))))
-
-    turns = ALONE if down is None else _PipeTurns(connection, down)
-    record = run_cell(CellSpec.model_validate_json(spec_json), _ThrottledProgress(connection), probed, turns)
-    connection.send(("record", record.model_dump_json()))
-    connection.close()

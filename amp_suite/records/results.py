@@ -80,7 +80,7 @@ class TimingStop(BaseModel):
 class SetAsideWindow(BaseModel):
     """A window of the timed steps left out of the cell's figures, and why."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")  # a window read as NaN keeps its value
 
     window: int = Field(ge=0)  # its index in throughput_windows
     samples_per_s: float
@@ -403,6 +403,27 @@ class StoredRecord(CellRecord):
             data = {**data, "machine": Machine.from_environment(str(data.get("device", "")), data["environment"])}
         return data
 
+    @model_validator(mode="after")
+    def _windows_no_cell_measures(self) -> StoredRecord:
+        """A window that is not a positive, finite rate (NaN, infinity, 0, below 0: a hand-edited line,
+        a broken instrument) is set aside as it is read, as a hiccup's window is: left out of the
+        record's figures, its spread and its speedup's pairs, and listed with the reason wherever
+        set-aside windows are (summary, report, predict). The record's other windows still count."""
+        aside = {window.window for window in self.windows_set_aside}
+        unmeasured = [
+            SetAsideWindow(window=index, samples_per_s=rate, reason=_unmeasured_reason(rate))
+            for index, rate in enumerate(self.throughput_windows)
+            if index not in aside and not (math.isfinite(rate) and rate > 0)
+        ]
+        if unmeasured:
+            self.windows_set_aside = [*self.windows_set_aside, *unmeasured]
+        return self
+
+
+def _unmeasured_reason(rate: float) -> str:
+    shown = "NaN" if math.isnan(rate) else f"{rate:g}"
+    return f"not a positive, finite rate ({shown} samples/s): no timed window measures that; left out as read"
+
 
 def _layout_from_workload(data: dict[str, Any]) -> dict[str, Any]:
     """Before the memory layout was a matrix axis, a ResNet config carried it as workload.channels_last."""
@@ -438,7 +459,7 @@ class DistinctRecords:
             earlier = self._first.setdefault(record.identity, record)
             if earlier is record:
                 self.records.append(record)
-            elif earlier.model_dump() == record.model_dump():
+            elif earlier.model_dump_json() == record.model_dump_json():  # as written: a NaN equals itself
                 self.repeated += 1
             else:
                 self.conflicting += 1

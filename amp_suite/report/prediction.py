@@ -13,9 +13,9 @@ import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, computed_field
+from pydantic import BaseModel, Field, computed_field
 
 from amp_suite.analysis.roofline import CellEstimate, speedup
 from amp_suite.report.references import PublishedSpeedup, same_config
@@ -101,25 +101,35 @@ def host_figure(given: float | None, measured: Sequence[float], assumed: float) 
     return HostFigure(assumed, "assumed")
 
 
+# What a row of prediction.json may hold, checked as the report reads it back (a file someone sent,
+# or edited): a speedup or a host's cost is a positive, finite number, a time a finite one not below
+# zero, and text is bounded. A row outside these (a measured speedup of 0: its error divides by it)
+# is no estimate predict writes; the report leaves the file out and says which field (report.sources).
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Milliseconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Words = Annotated[str, Field(max_length=300)]
+MAX_DOMINANT = 20  # predict names the two slowest ops
+
+
 class Estimated(BaseModel):
     """One mode of one cell on one GPU: its estimated speedup over the reference mode, and the
     speedup its records measured on that GPU, where there are records."""
 
-    gpu: str
-    workload: str  # the workload's label
-    batch: int
-    precision: str
-    baseline: str  # the mode the speedups divide by
-    estimated: float
-    step_ms: float  # the mode's estimated step
-    bound: str  # host, compute or memory: host where launching its kernels takes longer than the GPU's work
-    dominant: list[str]  # the ops that take the most of it, slowest first ("backward aten.mm")
-    gpu_ms: float | None = None  # the GPU's work in the estimated step (None in files older than it)
-    host_ms: float | None = None  # the host's launches in it: kernels x launch_us
-    launch_us: float | None = None  # the host's cost per kernel the estimate assumed
+    gpu: Words
+    workload: Words  # the workload's label
+    batch: int = Field(ge=1)
+    precision: Words
+    baseline: Words  # the mode the speedups divide by
+    estimated: Positive
+    step_ms: Milliseconds  # the mode's estimated step
+    bound: Words  # host, compute or memory: host where launching its kernels takes longer than the GPU's work
+    dominant: list[Words] = Field(max_length=MAX_DOMINANT)  # the ops that take the most of it, slowest first
+    gpu_ms: Milliseconds | None = None  # the GPU's work in the estimated step (None in files older than it)
+    host_ms: Milliseconds | None = None  # the host's launches in it: kernels x launch_us
+    launch_us: Positive | None = None  # the host's cost per kernel the estimate assumed
     launch_source: HostSource | None = None  # where that figure comes from
-    measured: float | None = None  # the records' speedup over the same baseline (their mean over seeds)
-    measured_step_ms: float | None = None  # the records' step (mean of the seeds' medians): beside step_ms
+    measured: Positive | None = None  # the records' speedup over the same baseline (their mean over seeds)
+    measured_step_ms: Milliseconds | None = None  # the records' step (mean of the seeds' medians): beside step_ms
 
     @computed_field  # in report.json too
     @property

@@ -49,7 +49,8 @@ TAG_RECORD = "amp_suite.record_id"
 TAG_COMPLETE = "amp_suite.complete"
 TAG_ENDED_BY = "amp_suite.ended_by"
 PARENT = "mlflow.parentRunId"
-RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED"}  # skipped: set aside
+RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED",
+              "interrupted": "KILLED"}  # fmt: skip  (skipped: set aside)
 # What MLflow 3.x's UI itself reads for its mode is the browser's choice (uri.ui_link), not this tag;
 # the tag says what the experiment is to MLflow's APIs and to a UI that honours it.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}

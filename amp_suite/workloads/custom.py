@@ -23,8 +23,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
+import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,9 +39,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from amp_suite.config.base import MAX_PARAMETERS
 from amp_suite.data import TensorData
 from amp_suite.workloads.base import LoadedData, Workload, validation_sums
 from amp_suite.workloads.entry import EntryError, find_entry
+from amp_suite.workloads.numerics import changed_switches, numeric_state
 
 METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
 
@@ -75,17 +81,53 @@ class UserWorkload:
 
 def built_by(entry: str, args: dict[str, Any]) -> UserWorkload:
     """Call the entry with `args` and check what it returned; EntryError says what is wrong."""
+    before = numeric_state()  # before the import too: a module may set them as it loads
     function = find_entry(entry)
-    built = function(**args)
+    _check_annotation(entry, function)
+    built = _called(entry, function, args)
+    if changed := changed_switches(before, numeric_state()):
+        raise EntryError(
+            f"entry {entry} changed the fp32 math: {', '.join(changed)}; the suite sets these for each precision"
+            " mode (fp32 is IEEE float32, tf32 is the TF32 mode): leave them to it"
+        )
     if not isinstance(built, UserWorkload):
         raise EntryError(f"entry {entry} returned {type(built).__name__}; it must return amp_suite.UserWorkload")
     if not isinstance(built.model, nn.Module):
         raise EntryError(f"entry {entry}: model is a {type(built.model).__name__}, not a torch.nn.Module")
+    _check_parameters(entry, built.model)
     for split in ("train", "validation"):
         _check_pair(entry, split, getattr(built, split))
     if not METRIC_NAME.match(built.metric_name):
         raise EntryError(f"entry {entry}: metric_name {built.metric_name!r}: lower-case letters, digits and _")
     return built
+
+
+def _check_annotation(entry: str, function: Callable[..., Any]) -> None:
+    """The object the module holds under the entry's name is the function its source declares (a
+    name rebound after its definition, `build = os.system`, is not)."""
+    returns = getattr(function, "__annotations__", {}).get("return")
+    if returns is UserWorkload or (isinstance(returns, str) and returns.rsplit(".", 1)[-1] == UserWorkload.__name__):
+        return
+    name = entry.rsplit(":", 1)[1]
+    raise EntryError(f"entry {entry}: what the module holds as {name} is not declared -> {UserWorkload.__name__}")
+
+
+def _called(entry: str, function: Callable[..., Any], args: dict[str, Any]) -> object:
+    """The entry's return value; a clean exit of the user's code is a failure of the entry, named."""
+    try:
+        return function(**args)
+    except SystemExit as exc:
+        raise EntryError(f"entry {entry} called sys.exit({exc.code!r}) while it was being called") from None
+
+
+def _check_parameters(entry: str, model: nn.Module) -> None:
+    """The limit every workload has (config.base.MAX_PARAMETERS): a user's model counted once built,
+    on whatever device it was built (a meta one allocates nothing)."""
+    parameters = sum(parameter.numel() for parameter in model.parameters())
+    if parameters > MAX_PARAMETERS:
+        raise EntryError(
+            f"entry {entry} built a model of {parameters:.2e} parameters; the limit is {MAX_PARAMETERS:.0e}"
+        )
 
 
 def _check_pair(entry: str, split: str, pair: object) -> None:
@@ -160,25 +202,54 @@ WORKLOAD = CustomWorkload
 
 
 def main(argv: list[str]) -> int:
-    """`python -m amp_suite.workloads.custom ENTRY ARGS_JSON`: call the entry once, as a cell would,
-    and say in one line (stderr, exit 2) why it can't run. `amp-suite run` does this in a child
-    process before any cell, so that the user's code never runs in the process that keeps the
-    records."""
-    entry, args = argv[0], json.loads(argv[1])
+    """`python -m amp_suite.workloads.custom REQUEST VERDICT`: call the entry once, as a cell would,
+    and write its verdict, {"reason": null} or the one line that says why it can't run, to VERDICT
+    (JSON). `amp-suite run` does this in a child process of its own session before any cell
+    (amp_suite.cli.preflight), so that the user's code never runs in the process that keeps the
+    records. The request, a JSON file, holds the entry, its args (of any size: a command line's
+    arguments are limited) and the pid of the parent, whose end ends this check and its children."""
+    request = json.loads(Path(argv[0]).read_text())
+    _end_with_parent(int(request["parent_pid"]))
+    reason = checked(request["entry"], request["args"])
+    # ASCII JSON: a message of the user's with bytes that are not UTF-8 still reads back whole.
+    Path(argv[1]).write_text(json.dumps({"reason": reason}))
+    return 0 if reason is None else 2
+
+
+def checked(entry: str, args: dict[str, Any]) -> str | None:
+    """None where the entry builds a workload a cell can run, else why not, in one line."""
     try:
         built_by(entry, args)
     except EntryError as exc:
-        print(exc, file=sys.stderr)
-        return 2
+        return str(exc)
     except Exception as exc:  # the user's code raised: its type, its words and where
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         where = f" (at {Path(frame.filename).name}:{frame.lineno})"
-        print(f"entry {entry} raised {type(exc).__name__}: {exc}{where}".replace("\n", " "), file=sys.stderr)
-        return 2
-    return 0
+        return f"entry {entry} raised {type(exc).__name__}: {exc}{where}".replace("\n", " ")
+    return None
+
+
+def _end_with_parent(parent: int) -> None:
+    """If the process that started this check ends (even by SIGKILL, which it can't act on), end
+    this check's whole process group: the entry may have started processes of its own."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        if os.getpgid(0) == os.getpid():  # the leader of a group of its own, as amp-suite starts it
+            os.killpg(0, signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="amp-suite-parent-watch", daemon=True).start()
 
 
 if __name__ == "__main__":  # run as __main__, this file's UserWorkload is not the one entries import
     from amp_suite.workloads import custom
 
-    sys.exit(custom.main(sys.argv[1:]))
+    code = custom.main(sys.argv[1:])
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a stream the entry closed or broke
+            pass
+    os._exit(code)  # not waiting for threads the entry may have left running: its verdict is written

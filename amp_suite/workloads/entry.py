@@ -1,9 +1,12 @@
 """A user's entry, `my_pkg.models:build` or `path/to/model.py:build`, found and called.
 
-A module is imported as `python -m` would import it, from the working directory first; a file is
-loaded under a name of its own, with its folder on the path so that it can import its neighbours.
-Only a cell's process (and `amp-suite run`'s check of the entry, in a child process) calls this:
-the user's code never runs in the process that keeps the records.
+A matrix that names an entry runs the user's code, like a script. So before anything of it is
+imported, its source must declare the function a workload builder (`-> UserWorkload`), and a module
+of the standard library is refused by its name (amp_suite.config.entries, which reads the source
+without importing it). A module is then imported as `python -m` would import it, from the working
+directory first; a file is loaded under a name of its own, with its folder on the path so that it
+can import its neighbours. Only a cell's process (and `amp-suite run`'s check of the entry, in a
+child process) calls this: the user's code never runs in the process that keeps the records.
 """
 
 from __future__ import annotations
@@ -16,18 +19,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from amp_suite.config.entries import EntryRefused, declared_source
+
 
 class EntryError(Exception):
-    """The entry can't be found or loaded: the user's to fix, said in one line."""
+    """The entry can't be found, loaded or called: the user's to fix, said in one line."""
 
 
 def find_entry(entry: str) -> Callable[..., Any]:
-    """The function the entry names, its module imported."""
+    """The function the entry names, its module imported once its source declares it."""
     where, name = entry.rsplit(":", 1)
+    try:
+        declared_source(entry)
+    except EntryRefused as exc:
+        raise EntryError(str(exc)) from None
     try:
         module = _load_file(Path(where)) if where.endswith(".py") else _import_module(where)
     except EntryError as exc:
         raise EntryError(f"entry {entry}: {exc}") from None
+    except SystemExit as exc:  # the module ended its own import: never a pass
+        raise EntryError(f"entry {entry} called sys.exit({exc.code!r}) while it was being imported") from None
     function = getattr(module, name, None)
     if not callable(function):
         raise EntryError(f"entry {entry}: {where} has no function {name!r}")
@@ -35,8 +46,8 @@ def find_entry(entry: str) -> Callable[..., Any]:
 
 
 def _import_module(name: str):
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    if os.getcwd() not in sys.path:  # last: a datasets.py beside the user's module must not shadow the library
+        sys.path.append(os.getcwd())
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:

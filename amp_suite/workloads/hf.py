@@ -10,6 +10,7 @@ each sequence (accuracy). Only the model comes from the folder: its config, and 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ import datasets
 import torch
 from torch import nn
 
-from amp_suite.config.workloads import HfConfig
+from amp_suite.config.base import MAX_PARAMETERS
+from amp_suite.config.workloads import HfConfig, remote_code_refusal
 from amp_suite.data import TensorData
 from amp_suite.data.convert import check_classes, check_vocabulary, labelled_token_tensors
 from amp_suite.data.generated import labelled_markov_corpus
@@ -45,13 +47,16 @@ class HfModelError(ValueError):
 
 
 def load_model_config(c: HfConfig) -> transformers.PretrainedConfig:
-    """The model's config (never its code: trust_remote_code stays off), with the task's labels."""
+    """The model's config, with the task's labels. Never its code, unless the matrix says
+    trust_remote_code: true: a config that names code of its own (auto_map) is refused, and
+    transformers is told so outright (left unset, it would ask on stdin, and a `yes |` would answer)."""
     labels = {"num_labels": c.num_labels} if c.task == "seq-cls" else {}
     folder = Path(c.model)
     if folder.is_dir() and not (folder / "config.json").is_file():
         raise HfModelError(f"the folder {folder} holds no config.json (save one with the config's save_pretrained)")
+    _refuse_remote_code(c, folder / "config.json" if folder.is_dir() else None)
     try:
-        config = transformers.AutoConfig.from_pretrained(c.model, **labels)
+        config = transformers.AutoConfig.from_pretrained(c.model, trust_remote_code=c.trust_remote_code, **labels)
     except (OSError, ValueError, KeyError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if folder.is_dir():
@@ -59,9 +64,29 @@ def load_model_config(c: HfConfig) -> transformers.PretrainedConfig:
         raise HfModelError(
             f"{c.model!r} is neither a folder beside the matrix nor a Hub model within reach ({reason})"
         ) from None
+    if getattr(config, "auto_map", None) and not c.trust_remote_code:  # a Hub id's, read from the Hub
+        raise HfModelError(remote_code_refusal(c.model))
     if c.pretrained and folder.is_dir() and not any(any(folder.glob(kind)) for kind in WEIGHT_FILES):
         held = " or ".join(WEIGHT_FILES)
         raise HfModelError(f"pretrained: true, but {folder} holds no weights ({held}); save_pretrained writes them")
+    _check_vocabulary(c, config)
+    _check_lengths(c, config)
+    return config
+
+
+def _refuse_remote_code(c: HfConfig, config_file: Path | None) -> None:
+    """A folder's config.json that has an auto_map, read as text before transformers sees it."""
+    if c.trust_remote_code or config_file is None:
+        return
+    try:
+        names_code = "auto_map" in json.loads(config_file.read_bytes())
+    except (OSError, ValueError, TypeError):
+        return  # not a JSON object: transformers says what is wrong with it
+    if names_code:
+        raise HfModelError(remote_code_refusal(c.model))
+
+
+def _check_vocabulary(c: HfConfig, config: transformers.PretrainedConfig) -> None:
     vocab_size = getattr(config, "vocab_size", None)
     if not vocab_size:
         raise HfModelError(f"{config.model_type} takes no token ids (its config has no vocab_size)")
@@ -69,17 +94,34 @@ def load_model_config(c: HfConfig) -> transformers.PretrainedConfig:
         raise HfModelError(f"vocab_size {c.vocab_size} is more than the model's {vocab_size}")
     if c.data.source in ("hub", "text") and (c.vocab_size or vocab_size) < 258:
         raise HfModelError(f"text is tokenized as bytes: the model's vocabulary ({vocab_size}) needs 258 ids or more")
-    _check_lengths(c, config)
-    return config
 
 
-def model_class(task: str, config: transformers.PretrainedConfig) -> type[nn.Module]:
-    """The model class transformers' Auto class maps this config to for the task."""
+def model_class(task: str, config: transformers.PretrainedConfig, remote_from: str | None = None) -> type[nn.Module]:
+    """The model class transformers' Auto class maps this config to for the task; with `remote_from`
+    (the folder or Hub id, where the matrix trusts its code), the class its auto_map names there."""
     auto = getattr(transformers, AUTO_CLASSES[task])
+    named = (getattr(config, "auto_map", None) or {}).get(auto.__name__)
+    if remote_from is not None and named:
+        from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+        return get_class_from_dynamic_module(named, remote_from)
     if type(config) not in auto._model_mapping:
         known = f"{auto.__name__} has none for {type(config).__name__}"
         raise HfModelError(f"{config.model_type} has no {task} model ({known})")
     return auto._model_mapping[type(config)]
+
+
+def checked_size(c: HfConfig, config: transformers.PretrainedConfig) -> type[nn.Module]:
+    """The task's model class, once a model of it built from `config` on the meta device (which
+    allocates nothing) has no more parameters than the limit every workload has: a 70B config
+    is refused here, not by the host's OOM killer."""
+    model_class_ = model_class(c.task, config, c.model if c.trust_remote_code else None)
+    with torch.device("meta"):
+        counted = model_class_(config)
+    parameters = sum(parameter.numel() for parameter in counted.parameters())
+    if parameters > MAX_PARAMETERS:
+        raise HfModelError(f"the model has {parameters:.2e} parameters; the limit is {MAX_PARAMETERS:.0e}")
+    return model_class_
 
 
 def _check_lengths(c: HfConfig, config: transformers.PretrainedConfig) -> None:
@@ -105,11 +147,14 @@ class HfModel(Workload):
         """Settings the task's training needs that a checkpoint's config may lack."""
 
     def build_model(self, train: TensorData) -> nn.Module:
-        model_class_ = model_class(self.config.task, self.model_config)
-        if self.config.pretrained:
+        c = self.config
+        model_class_ = checked_size(c, self.model_config)
+        if c.pretrained:
             # fp32 weights whatever the checkpoint holds: autocast chooses each op's precision, and
             # from_pretrained would otherwise keep a bf16 checkpoint's dtype in every mode.
-            return model_class_.from_pretrained(self.config.model, config=self.model_config, dtype=torch.float32)
+            return model_class_.from_pretrained(
+                c.model, config=self.model_config, dtype=torch.float32, trust_remote_code=c.trust_remote_code
+            )
         return model_class_(self.model_config).to(torch.float32)  # initialised from the cell's seed
 
 

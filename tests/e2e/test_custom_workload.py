@@ -20,22 +20,23 @@ import math
 
 import torch
 
+from amp_suite import UserWorkload
 from cnn import build
 
 
-def bad_loss():  # a loss that can't take the model's logits
+def bad_loss() -> UserWorkload:  # a loss that can't take the model's logits
     return dataclasses.replace(build(), loss=torch.nn.functional.mse_loss)
 
 
-def bad_metric():  # a metric that is not a number
+def bad_metric() -> UserWorkload:  # a metric that is not a number
     return dataclasses.replace(build(), metric=lambda outputs, targets: math.nan)
 
 
-def raises():
+def raises() -> UserWorkload:
     raise ValueError("the weights file is missing")
 
 
-def returns_a_dict():
+def returns_a_dict() -> UserWorkload:  # declared, but not so
     return {"model": None}
 """
 

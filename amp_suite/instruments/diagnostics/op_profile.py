@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -51,6 +52,7 @@ class TrainingStep(PrecisionStep, Protocol):
 
 
 PHASES = ("forward", "backward", "optimizer")
+OPTIMIZER_COPIES = 4  # what the optimizer's step holds per parameter: itself, its gradient, AdamW's two moments
 # PyTorch's multi_tensor_apply packs a list of tensors into launches of a few dozen to ~110 tensors
 # (its depth-dependent chunking, aten/src/ATen/native/cuda/MultiTensorApply.cuh); the smaller figure
 # for the deeper lists an optimizer passes (params, grads and state together).
@@ -59,6 +61,10 @@ FOREACH_TENSORS_PER_LAUNCH = 36
 NO_KERNEL = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "detach", "alias",
                        "lift_fresh", "_local_scalar_dense", "set_", "resize_",
                        "_record_function_enter", "_record_function_enter_new", "_record_function_exit"})  # fmt: skip
+
+
+class ProfileTooLarge(ValueError):
+    """The step's real tensors would not fit in this machine's memory: nothing was allocated."""
 
 
 class OpProfiler(FlopCounterMode):
@@ -134,19 +140,29 @@ def profile_step(
     make_optimizer: Callable[[nn.Module], torch.optim.Optimizer],
     inputs: torch.Tensor,
     targets: torch.Tensor,
+    *,
+    batch_size: int | None = None,
+    memory_format: torch.memory_format = torch.contiguous_format,
 ) -> StepProfile:
     """One training step under a fresh policy, its ops by phase.
 
     The forward (with the loss) and the backward run on fake tensors (torch's FakeTensorMode: every
-    op's shapes and dtypes, no arithmetic), on a model built there: a ResNet-50 at batch 256 profiles
-    in a second on any CPU, in any mode, fp16 too on a CPU without fp16 units. The optimizer's step
-    (GradScaler's unscale and step included), whose cost is the parameters' and not the batch's, runs
-    for real, on zeros of the parameters' shapes: its second step, once its state exists."""
+    op's shapes and dtypes, no arithmetic), on a model built on the meta device and moved there: a
+    ResNet-50 at batch 256 profiles in a second on any CPU, in any mode, fp16 too on a CPU without
+    fp16 units. With `batch_size`, `inputs` and `targets` are examples (a sample is enough): the
+    step runs on a fake batch of that many of their samples, in `memory_format`, so that no batch
+    is ever held. The optimizer's step (GradScaler's unscale and step included), whose cost is the
+    parameters' and not the batch's, runs for real, on zeros of the parameters' shapes: its second
+    step, once its state exists."""
     profiler = OpProfiler()
+    built = _on_meta(build_model)
     with FakeTensorMode(allow_non_fake_inputs=True):
         policy = make_policy()
-        model = policy.convert_module(build_model())  # fp8's Float8Linear layers, on fake tensors too
+        model = policy.convert_module(_on_fake_tensors(built))  # fp8's Float8Linear layers, on fake tensors too
+        check_optimizer_fits(model)
         policy.bind(make_optimizer(model))
+        if batch_size is not None:
+            inputs, targets = (_fake_batch(example, batch_size, memory_format) for example in (inputs, targets))
         with profiler:
             with policy.forward_context():
                 loss = loss_fn(model, inputs, targets)
@@ -171,6 +187,64 @@ def profile_step(
     with profiler:
         step()
     return profiler.profile()
+
+
+def check_optimizer_fits(model: nn.Module) -> None:
+    """Raise ProfileTooLarge where the optimizer's step, which runs on real tensors, would hold more
+    than half this machine's memory: a model's size is a record's or a config's word (a Hugging Face
+    config of 70B parameters is a few hundred bytes), and the host's OOM killer is no answer."""
+    trained = [p for p in model.parameters() if p.requires_grad]
+    held = OPTIMIZER_COPIES * sum(p.numel() * p.element_size() for p in trained)
+    limit = _memory_bytes() // 2
+    if held > limit:
+        raise ProfileTooLarge(
+            f"profiling its step would hold {held / 2**30:,.1f} GiB of real tensors (its parameters,"
+            f" gradients and AdamW's two moments, for the optimizer's step); half this machine's memory"
+            f" is {limit / 2**30:,.1f} GiB"
+        )
+
+
+def _memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _on_meta(build_model: Callable[[], nn.Module]) -> nn.Module:
+    """The model built on the meta device: shapes, no memory, whatever its size. Not inside
+    FakeTensorMode: there every module's `.to()` fails ("Couldn't swap Embedding.weight": the
+    mode keeps a weak reference to each fake tensor, which torch.utils.swap_tensors refuses), and
+    Hugging Face's models call `.to(torch.float32)` as they are built."""
+    with torch.device("meta"):
+        return build_model()
+
+
+def _on_fake_tensors(model: nn.Module) -> nn.Module:
+    """The model with each parameter, buffer and tensor attribute replaced by an empty CPU tensor of
+    its shape, strides and dtype (a fake one, inside FakeTensorMode). A tensor that several modules
+    share (tied input and output embeddings) stays one tensor, as the optimizer and the backward
+    see it in training. A user's model built on the CPU is replaced the same way."""
+    made: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id -> (the original, kept alive; its stand-in)
+
+    def stand_in(tensor: torch.Tensor) -> torch.Tensor:
+        if id(tensor) not in made:
+            empty = torch.empty_strided(tensor.size(), tensor.stride(), dtype=tensor.dtype, device="cpu")
+            fake = nn.Parameter(empty, tensor.requires_grad) if isinstance(tensor, nn.Parameter) else empty
+            made[id(tensor)] = (tensor, fake)
+        return made[id(tensor)][1]
+
+    for module in model.modules():
+        for table in (module._parameters, module._buffers, module.__dict__):
+            for name, value in list(table.items()):
+                if isinstance(value, torch.Tensor):
+                    table[name] = stand_in(value)
+    return model
+
+
+def _fake_batch(example: torch.Tensor, batch_size: int, memory_format: torch.memory_format) -> torch.Tensor:
+    """`batch_size` samples shaped as the example's, in its dtype, as an empty (fake) tensor; a 4-D
+    batch in `memory_format` (channels_last, where the cell trains so)."""
+    layout = memory_format if example.dim() == 4 and memory_format != torch.preserve_format else None
+    shape = (batch_size, *example.shape[1:])
+    return torch.empty(shape, dtype=example.dtype, memory_format=layout or torch.contiguous_format)
 
 
 def _is_view(packet: torch._ops.OpOverloadPacket) -> bool:

@@ -83,3 +83,25 @@ def test_runs_repeated_on_one_machine_are_a_pair_each_and_their_disagreement_wid
     assert len(found) == 2 and all(c.side_by_side for c in found)
     low, high = interval(1.2, found)
     assert low < 0.8 and high > 1.6  # two runs that disagree by 2x: an interval wide enough to say so
+
+
+@pytest.mark.parametrize("window", [math.inf, math.nan, 0.0, -1.0])
+def test_a_sequential_pair_leaves_out_a_window_no_cell_measures(window):
+    """The stopping rule's ratio takes every round's pair (its own trimming sets outliers aside): a
+    pair with a window that is not a positive, finite rate (a hand-edited record) is left out, not
+    handed to the rule (an infinite window raised there)."""
+    from amp_suite.analysis.speedup import sequential_ratio
+    from amp_suite.records.results import TimingStop
+
+    matrix = tiny_matrix(precisions=["fp32", "bf16"], steps=12, stopping={"rule": "sequential", "budget": 2})
+    cells = {c.precision: c for c in Matrix.model_validate(matrix).cells("cpu")}
+    stop = TimingStop(rule="sequential", stopped="budget", rounds=8, seconds=1.0)
+    speeds = {"fp32": [100.0 + i for i in range(8)], "bf16": [150.0 + i for i in range(8)]}
+    speeds["bf16"][3] = window
+    fp32, bf16 = (
+        CellRecord.for_spec(cells[mode], "ok", throughput=120.0, throughput_windows=speeds[mode], side_by_side_id="p",
+                            timing_stop=stop)
+        for mode in ("fp32", "bf16")
+    )  # fmt: skip
+    found = sequential_ratio([bf16], [fp32])
+    assert found is not None and math.isfinite(found[0]) and all(map(math.isfinite, found[1])), found

@@ -93,7 +93,7 @@ def test_each_cell_runs_once_on_its_device_and_its_figures_are_those_it_gets_alo
 
 
 @pytest.mark.slow
-def test_a_stopped_run_stops_every_running_cell_and_records_only_finished_ones(tmp_path):
+def test_a_stopped_run_stops_every_running_cell_and_records_them_interrupted(tmp_path):
     matrix = Matrix.model_validate(tiny_matrix(precisions=["fp32", "bf16"], repeats=3, steps=200_000))
     out = tmp_path / "out"
     out.mkdir()
@@ -112,7 +112,9 @@ def test_a_stopped_run_stops_every_running_cell_and_records_only_finished_ones(t
         runner.run(matrix.name, "")
     assert time.monotonic() - clock < 30
     assert len(display.started) == len(STAND_INS)  # three were running, none had finished
-    assert directory.results.read() == ([], 0)
+    records, unreadable = directory.results.read()  # each kept, as interrupted: none is taken for a result
+    assert unreadable == 0 and len(records) == len(STAND_INS)
+    assert all(r.status == "interrupted" and r.reason.startswith("interrupted by SIGINT in measure") for r in records)
     assert _cell_processes() == []
 
 

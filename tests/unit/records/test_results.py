@@ -159,3 +159,33 @@ def test_records_written_by_an_earlier_version_still_read_and_report(tmp_path):
     rows = json.loads((tmp_path / "report" / "report.json").read_text())["rows"]
     fp16 = next(r for r in rows if r["precision"] == "fp16" and r["variant"] == "eager")
     assert fp16["status"] == "ok" and 0 < fp16["speedups"]["fp32"]["value"] < 1  # emulated fp16, against fp32
+
+
+@pytest.mark.parametrize("written, shown", [("NaN", "NaN"), ("Infinity", "inf"), (0.0, "0"), (-1.0, "-1")])
+def test_a_window_no_cell_measures_is_set_aside_as_read_and_written_back_as_read(tmp_path, written, shown):
+    """One rule where records are read: such a window joins the hiccups' set aside (summary, speedup
+    and report leave those out and list them); the line's other windows and fields count."""
+    line = json.loads(_record(throughput=10.0, throughput_windows=[10.0, 11.0, 9.0]).model_dump_json())
+    line["throughput_windows"][1] = written
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    results = ResultsFile(path)
+    (stored,), unreadable = results.read()
+    assert unreadable == 0
+    (aside,) = stored.windows_set_aside
+    assert aside.window == 1 and f"not a positive, finite rate ({shown} samples/s)" in aside.reason
+    again = type(stored).model_validate_json(stored.model_dump_json())  # as sync writes it, and reads it back
+    assert again.model_dump_json() == stored.model_dump_json() and len(again.windows_set_aside) == 1
+
+
+def test_a_line_repeated_with_a_nan_window_is_one_record_not_a_conflict(tmp_path):
+    from amp_suite.records.results import DistinctRecords
+
+    line = json.loads(_record(throughput=10.0, throughput_windows=[10.0, 11.0]).model_dump_json())
+    line["throughput_windows"][0] = "NaN"
+    path = tmp_path / "results.jsonl"
+    path.write_text((json.dumps(line) + "\n") * 2)
+    records, _ = ResultsFile(path).read()
+    distinct = DistinctRecords()
+    distinct.add(records)
+    assert (len(distinct.records), distinct.repeated, distinct.conflicting) == (1, 1, 0)
