@@ -67,7 +67,8 @@
 # bound and the summary's figures, as on CUDA), `pytest -m gpu` collected (its tests skip),
 # the multi-GPU matrix without --gpus (DDP on gloo; --gpus needs CUDA), and the overhead benchmark
 # one short pair with its sides one after the other, as on CUDA, its speed not judged. The checks
-# are GPU facts: printed, not judged. Exits 0 when every stage exited 0. About 4 minutes on 2 cores.
+# are GPU facts: printed, not judged. Exits 0 when every stage exited 0. About 7 minutes on 2 cores
+# (418 s on an AMD EPYC without native bf16, 2026-12-07).
 #
 # Environment: PYTHON (default: .venv/bin/python, else python3) must hold the suite and its
 # dependencies. GPU_CHECK_TIMEOUT_<STAGE> (seconds; e.g. GPU_CHECK_TIMEOUT_COMPILE, with - as _)
@@ -93,7 +94,8 @@ MEMORY_CAP_MB=2048  # the batch-search stage's allocator cap (experiments/gpu-ch
 
 started=$(date +%s)
 # Rehearsed on a CPU without native bf16 (an AMD EPYC here), every bf16 cell is emulated: the DDP
-# ResNet's stage alone took 275 s, so a rehearsal gets 720 s and that stage 330 s; a lease, 540 and 180.
+# ResNet-50's stage alone took 275 s (131 s since the rehearsal runs ResNet-18), so a rehearsal gets
+# 720 s and that stage 330 s; a lease, 540 and 180.
 total_s=$([ "$rehearse" = 1 ] && echo 720 || echo 540)
 multi_s=$([ "$rehearse" = 1 ] && echo 330 || echo 180)
 deadline=$((started + ${GPU_CHECK_TIMEOUT_TOTAL:-$total_s}))
