@@ -31,6 +31,7 @@ from amp_suite.analysis.words import (
 )
 from amp_suite.config import NOISY_SPREAD, Status
 from amp_suite.config.precisions import (
+    BF16_BASELINE,
     REFERENCE,
     SPEED_BASELINES,
     precision_order,
@@ -142,7 +143,8 @@ def _glance(report: Report, machine: str, label: str) -> list[Section]:
             first = next(iter(group.values()))
             where = first.workload + ("" if first.variant == "eager" else f", {first.variant}")
             where += f", {first.matrix}" if several_matrices else ""
-            shown = [cell(group[p], p == REFERENCE) if p in group else "-" for p in precisions]
+            base = BF16_BASELINE if first.kernel_benchmark else REFERENCE  # what a benchmark is compared with
+            shown = [cell(group[p], base) if p in group else "-" for p in precisions]
             unit = label_of(first)
             rows.append([where + (f" ({unit})" if unit else ""), first.batch, *shown])
         headers = ["workload", "batch", *precisions]
@@ -151,8 +153,12 @@ def _glance(report: Report, machine: str, label: str) -> list[Section]:
     speed = (
         f"{REFERENCE}: throughput, the mean over the runs that finished ± their seed-to-seed standard deviation"
         f" (n: runs). Every other mode: its speedup against {REFERENCE}, with its 95% interval in brackets."
+        f" A kernel benchmark's modes are held against {BF16_BASELINE}, as it was published."
     )
-    memory = f"{REFERENCE}: peak memory. Every other mode: its peak memory against {REFERENCE}'s."
+    memory = (
+        f"{REFERENCE}: peak memory. Every other mode: its peak memory against {REFERENCE}'s (a kernel"
+        " benchmark's: its own)."
+    )
     accuracy = (
         f"The validation metric, mean over seeds; beside every mode but {REFERENCE}, the parity verdict against"
         f" {REFERENCE}'s on the same seeds. Every cell's figures are in the tables below."
@@ -164,28 +170,30 @@ def _glance(report: Report, machine: str, label: str) -> list[Section]:
     ]
 
 
-GlanceCell = Callable[[SummaryRow, bool], str]  # (a mode's row, whether it is the reference) -> its cell
+GlanceCell = Callable[[SummaryRow, str], str]  # (a mode's row, the mode its setup is held against) -> its cell
 
 
-def _speed_cell(row: SummaryRow, reference: bool) -> str:
+def _speed_cell(row: SummaryRow, base: str) -> str:
     if row.throughput is None:
         return row.status
-    if not reference:
-        return ratio_words(row.speedup)
+    if row.precision != base:
+        return ratio_words(row.speedups.get(base))
     spread = f" ± {row.throughput_stdev:,.0f}" if row.throughput_stdev is not None else ""
     return f"{row.throughput:,.0f}{spread} (n={row.runs})"
 
 
-def _memory_cell(row: SummaryRow, reference: bool) -> str:
+def _memory_cell(row: SummaryRow, base: str) -> str:
     if row.peak_memory_mb is None:
         return "-"
-    return f"{row.peak_memory_mb:,.0f} MB" if reference else times(row.memory_ratio)
+    if base == REFERENCE and row.precision != REFERENCE:
+        return times(row.memory_ratio)
+    return f"{row.peak_memory_mb:,.0f} MB"
 
 
-def _accuracy_cell(row: SummaryRow, reference: bool) -> str:
+def _accuracy_cell(row: SummaryRow, base: str) -> str:
     if row.val_metric is None:
         return "-"
-    return f"{row.val_metric:.4g}" + ("" if reference else f", {_parity_word(row)}")
+    return f"{row.val_metric:.4g}" + ("" if row.precision == REFERENCE else f", {_parity_word(row)}")
 
 
 def _parity_word(row: SummaryRow) -> str:

@@ -540,6 +540,11 @@ def test_a_float8_benchmark_on_the_publishers_gpu_is_judged_beside_predicts_esti
     assert "bf16's speed in GPU kernel time" in answer.sentence and answer.accuracy == "not compared"
     (slower,) = near.answer
     assert slower.verdict == "stay" and slower.mode == "bf16"
+    from amp_suite.report.render import sections
+
+    (speed,) = [s for s in sections(far) if s.title.startswith("Speed on")]
+    assert speed.headers[2:] == ["bf16", "fp8-tensorwise"]  # held against bf16, as published: not dropped as empty
+    assert speed.rows[0][3].startswith("1.43x")
 
 
 def test_a_float8_benchmark_on_a_cpu_is_shown_and_never_judged():
