@@ -342,13 +342,16 @@ import json, sqlite3, sys
 folder = sys.argv[1]
 lines = [json.loads(l) for l in open(f"{folder}/invocations.jsonl") if l.strip()]
 ended = [l for l in lines if l["event"] == "ended"]
-records = [l for l in open(f"{folder}/results.jsonl") if l.strip()]
+records = [json.loads(l) for l in open(f"{folder}/results.jsonl") if l.strip()]
+finished = [r for r in records if r["status"] != "interrupted"]  # a stopped cell is kept, marked interrupted
 started = [l for l in lines if l["event"] == "started"]
 problem = None
 if not ended or ended[-1]["outcome"] != "interrupted":
     problem = f"the invocation ended {ended[-1]['outcome'] if ended else 'without an end line'}, not interrupted"
-elif len(records) >= started[-1]["cells"]:
-    problem = f"all {len(records)} cells finished before the stop: not a mid-run stop"
+elif len(finished) >= started[-1]["cells"]:
+    problem = f"all {len(finished)} cells finished before the stop: not a mid-run stop"
+elif len(finished) == len(records):
+    problem = "no cell was recorded interrupted: the stopped cells' windows were lost"
 else:
     with sqlite3.connect(f"file:{folder}/mlflow.db?mode=ro", uri=True) as db:
         running = db.execute("select count(*) from runs where status = 'RUNNING'").fetchone()[0]
@@ -356,7 +359,9 @@ else:
     if running:
         problem = f"{running} of {total} MLflow runs left RUNNING"
     else:
-        print(f"interrupted after {len(records)} of {started[-1]['cells']} cells; {total} MLflow runs, none RUNNING")
+        stopped = len(records) - len(finished)
+        print(f"interrupted after {len(finished)} of {started[-1]['cells']} cells ({stopped} kept interrupted);"
+              f" {total} MLflow runs, none RUNNING")
 if problem:
     open(sys.argv[1] + "/../stop-check", "w").write(problem)
     sys.exit(1)
