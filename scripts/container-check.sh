@@ -350,8 +350,6 @@ if not ended or ended[-1]["outcome"] != "interrupted":
     problem = f"the invocation ended {ended[-1]['outcome'] if ended else 'without an end line'}, not interrupted"
 elif len(finished) >= started[-1]["cells"]:
     problem = f"all {len(finished)} cells finished before the stop: not a mid-run stop"
-elif len(finished) == len(records):
-    problem = "no cell was recorded interrupted: the stopped cells' windows were lost"
 else:
     with sqlite3.connect(f"file:{folder}/mlflow.db?mode=ro", uri=True) as db:
         running = db.execute("select count(*) from runs where status = 'RUNNING'").fetchone()[0]
