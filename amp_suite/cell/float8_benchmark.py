@@ -33,7 +33,7 @@ from amp_suite.cell.precision import make_policy
 from amp_suite.config import CellSpec
 from amp_suite.config.workloads import Float8LinearBenchmarkConfig
 from amp_suite.instruments import TimedRegion
-from amp_suite.instruments.diagnostics.gpu_work import device_spans
+from amp_suite.instruments.diagnostics.gpu_work import cuda_trace
 from amp_suite.instruments.diagnostics.op_costs import StepProfile
 from amp_suite.instruments.diagnostics.op_profile import OpProfiler
 from amp_suite.instruments.memory import PeakMemory
@@ -130,10 +130,9 @@ def _traced_ms(iteration: Callable[[], None], device: torch.device) -> float:
         with profile(activities=[ProfilerActivity.CPU]) as traced:
             iteration()
         return sum(event.self_cpu_time_total for event in traced.key_averages()) / 1e3
-    with profile(activities=[ProfilerActivity.CUDA]) as traced:
+    with cuda_trace(device) as traced:
         iteration()
-        torch.cuda.synchronize(device)
-    spans = device_spans(traced.profiler.kineto_results.events())
+    spans = traced()
     if not spans:  # CUPTI saw nothing: a kernel time can't be told, and no time is not a fast one
         raise RuntimeError("the profiler's trace holds no GPU kernel (CUPTI unavailable?): no kernel time to sum")
     return sum(span.end_ns - span.start_ns for span in spans) / 1e6

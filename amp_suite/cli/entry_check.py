@@ -25,6 +25,7 @@ from typing import Any
 
 from amp_suite.cli.common import fail
 from amp_suite.config import ConfigError
+from amp_suite.execution.process_tree import signal_group
 from amp_suite.signals import signal_of, stop_on_signals
 from amp_suite.text import printable
 
@@ -82,10 +83,7 @@ def _waited(child: subprocess.Popen, limit_s: float) -> int | None:
 def _end_group(child: subprocess.Popen) -> None:
     """Kill what is left of the check's session: the child, if it still runs, and anything the
     entry started (a forked process, say, that would otherwise hold on)."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is gone already
+    signal_group(child.pid, signal.SIGKILL)
     child.wait()
 
 
