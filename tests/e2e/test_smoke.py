@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
 import tempfile
@@ -29,20 +28,29 @@ def smoke_run(tmp_path_factory):
     started = time.monotonic()
     matrix = str(EXPERIMENTS / "smoke.yaml")
     process = start_amp_suite("run", "--matrix", matrix, "--out", str(out), "--device", "cpu", cwd=out)
-    exited_at = []
-    watcher = threading.Thread(target=lambda: exited_at.append(_exit_time(process)))
-    watcher.start()
-    stdout, stderr = process.communicate(timeout=600)  # returns at the end of its output: EOF on both pipes
-    output_ended = time.monotonic()
-    watcher.join()
-    done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-    return out, done, time.monotonic() - started, output_ended - exited_at[0]
+    # Each pipe is read to its end on a thread of its own, so the main thread can reap the CLI the
+    # moment it exits: its exit and the end of its output are two times, taken by whoever sees each.
+    readers = [_PipeReader(process.stdout), _PipeReader(process.stderr)]
+    process.wait(timeout=600)
+    exited = time.monotonic()
+    for reader in readers:
+        reader.join(timeout=600)
+    output_ended = max(reader.ended for reader in readers)
+    done = subprocess.CompletedProcess(process.args, process.returncode, readers[0].text, readers[1].text)
+    return out, done, time.monotonic() - started, output_ended - exited
 
 
-def _exit_time(process: subprocess.Popen) -> float:
-    """When the CLI itself exited (WNOWAIT: observed, not reaped; communicate reaps it)."""
-    os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
-    return time.monotonic()
+class _PipeReader(threading.Thread):
+    """Reads one pipe to its end (EOF: every process holding it has closed it) and notes when."""
+
+    def __init__(self, pipe) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.text, self.ended = pipe, "", math.inf
+        self.start()
+
+    def run(self) -> None:
+        self.text = self.pipe.read()
+        self.ended = time.monotonic()
 
 
 @pytest.fixture(scope="module")
