@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import functools
 
+from rich.table import Table
+
 from amp_suite.analysis.words import times
-from amp_suite.cli.common import console, say
+from amp_suite.cli.common import EXPERIMENTS_DIR, console, say
 from amp_suite.config import ConfigError, load_matrix
+from amp_suite.report.predict_plan import config_of
+from amp_suite.report.references import same_config
 from amp_suite.text import plain
 
 TEXT_COLUMNS = ("workload", "mode", "bound", "dominant ops")  # left-aligned; every other column is a number
 
 
-def _table(title: str, headers: list[str]):
-    from rich.table import Table
-
+def _table(title: str, headers: list[str]) -> Table:
     table = Table(title=title, title_justify="left")
     for header in headers:
         table.add_column(header, justify="left" if header in TEXT_COLUMNS or header.startswith("bound") else "right")
@@ -67,19 +69,33 @@ def print_measured(title: str, estimates, found: list, measured_steps: list) -> 
     console.print(table)
 
 
-def say_host_bound(where: str, estimates, host: str = "") -> None:
-    """Which of the estimated cells come out host-bound: the host's launches outlast the GPU's work.
-    `host`: the host in words, where it is not the figure every estimate assumed."""
+def _host_bound(estimates) -> str:
+    """The host-bound cells, each with its modes; or "none"."""
     by_cell: dict[tuple, list[str]] = {}
     for estimate in estimates:
         if estimate.host_bound:
             by_cell.setdefault((estimate.label, estimate.batch), []).append(estimate.precision)
     which = "; ".join(f"{plain(label)} at batch {batch}: {', '.join(modes)}"
                       for (label, batch), modes in by_cell.items())  # fmt: skip
+    return which or "none"
+
+
+def say_host_bound_range(where: str, behind: list) -> None:
+    """Which of the estimated cells come out host-bound behind each host of a range, in one line:
+    `behind`, (a host, the estimates behind it) for each."""
+    each = " | ".join(f"behind {host.name}, {host.launch_us:g} µs a kernel: {_host_bound(estimates)}"
+                     for host, estimates in behind)  # fmt: skip
+    say(f"host-bound on {where} (launching the kernels takes longer than the GPU's work): {each}")
+
+
+def say_host_bound(where: str, estimates, host: str = "") -> None:
+    """Which of the estimated cells come out host-bound: the host's launches outlast the GPU's work.
+    `host`: the host in words, where it is not the figure every estimate assumed."""
+    which = _host_bound(estimates)
     figures = {f"{estimate.step.launch_us:g} µs a kernel" for estimate in estimates}
     behind = host or (figures.pop() if len(figures) == 1 else "each cell's host (above)")
     say(f"host-bound on {where} behind {behind} (launching the kernels takes longer than the GPU's work): "
-        f"{which or 'none'}")  # fmt: skip
+        f"{which}")  # fmt: skip
 
 
 def say_windows_set_aside(rows, chosen: dict) -> None:
@@ -93,17 +109,17 @@ def say_windows_set_aside(rows, chosen: dict) -> None:
 
 
 def print_float8_benchmark(rows: list) -> None:
-    first_gpu = rows[0][1]
+    """A row per published float8 benchmark figure (predict_plan.Float8Row), beside its estimate."""
+    first_gpu = rows[0].gpu
     title = (f"torchao's float8 single linear on {first_gpu.name} ({first_gpu.memory_gbps:g} GB/s, as published): "
              "fp8-tensorwise vs bf16, compiled, GPU kernel time")  # fmt: skip
     texts = ("M, K, N", "fp8 bound", "fp8's dominant ops")
-    from rich.table import Table
-
     table = Table(title=title, title_justify="left")
     for header in (*texts[:1], "published", "estimated", "error", "bf16 µs", "fp8 µs", *texts[1:]):
         table.add_column(header, justify="left" if header in texts else "right")
-    for shape, _, steps, c in rows:
-        bf16, fp8 = steps.values()
+    for row in rows:
+        shape, c = row.shape, row.calibration
+        bf16, fp8 = row.steps.values()
         table.add_row(", ".join(map(str, shape)), f"{c.published.value:.2f}x", f"{c.estimated:.2f}x", f"{c.error:+.0%}",
                       f"{bf16.seconds * 1e6:.4g}", f"{fp8.seconds * 1e6:.4g}", fp8.bound,
                       plain(", ".join(fp8.dominant_names())))  # fmt: skip
@@ -120,8 +136,6 @@ def print_calibrations(gpu: str, calibrations) -> None:
     calibrations = [c for c in calibrations if c.estimated is not None]
     if not calibrations:
         return
-    from rich.table import Table
-
     table = Table(title=f"Published speedups on {gpu}, and the estimate's", title_justify="left")
     for header in ("model", "speedup", "published", "estimated", "error"):
         table.add_column(header, justify="left" if header in ("model", "speedup") else "right")
@@ -133,15 +147,8 @@ def print_calibrations(gpu: str, calibrations) -> None:
     console.print(table)
 
 
-def config_of(spec) -> dict:
-    """A cell's configuration as published figures are matched by: its workload, compile and layout."""
-    return {**spec.workload.model_dump(mode="json"), "compile": spec.compile, "channels_last": spec.channels_last}
-
-
 def _shipped_matrices_with(figures) -> list[str]:
     """The shipped matrices with a cell of any of the published figures' configurations and batches."""
-    from amp_suite.report.references import same_config
-
     wanted = [(figure.config, figure.config.get("batch_size")) for figure in figures]
 
     def has(cells: list) -> bool:
@@ -153,8 +160,6 @@ def _shipped_matrices_with(figures) -> list[str]:
 @functools.cache
 def _shipped_cells() -> tuple[tuple[str, list[tuple[dict, object]]], ...]:
     """Each shipped matrix's cells as (config, batch), read once however many GPUs ask."""
-    from amp_suite.cli.common import EXPERIMENTS_DIR
-
     found = []
     for path in sorted(EXPERIMENTS_DIR.glob("*.yaml")):
         try:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import typer
 
-from amp_suite.cli.predict_cells import entry_option, one_sample, with_named_entry
+from amp_suite.cli.predict_cells import entry_option
 from amp_suite.config.workloads import CustomConfig, HfConfig, ResNetConfig, TransformerConfig
+from amp_suite.report.cell_profiles import one_sample, with_named_entry
 
 CUSTOM = {"workload": "custom", "batch_sizes": [8]}
 
