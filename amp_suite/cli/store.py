@@ -11,11 +11,12 @@ from typing import Annotated, Optional
 import typer
 
 from amp_suite.analysis.outcome import ExitCode
-from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, errors, fail, folder, say, warn
+from amp_suite.cli.common import MLFLOW_HTTP_DEFAULTS, app, console, errors, fail, folder, say, warn
 from amp_suite.config import ConfigError
 from amp_suite.files import RefusedFile, open_regular
 from amp_suite.paths import check_path, is_file, shown
 from amp_suite.records.rundir import RunDirectory, append_to
+from amp_suite.text import printable
 from amp_suite.tracking.uri import check_tracking_store, embedded_store_uri, sqlite_uri, ui_link
 
 
@@ -178,8 +179,7 @@ def _serve(store_uri: str, out: Path | None, host: str, port: int) -> None:
             try:
                 server.start()
                 server.wait_until_serving()
-                # MLflow 3's UI opens in its GenAI view unless told otherwise; this link opens model training.
-                say(f"MLflow UI on {ui_link(f'http://{host}:{port}')} (Ctrl-C to stop)")
+                _announce(f"http://{host}:{port}", server.experiments())
                 server.wait()
             finally:
                 server.stop()
@@ -188,6 +188,23 @@ def _serve(store_uri: str, out: Path | None, host: str, port: int) -> None:
         raise fail(f"{exc} (its log: {log.name})" if kept else str(exc)) from None
     except KeyboardInterrupt as exc:
         raise typer.Exit(128 + signal_of(exc)) from None
+
+
+def announced_links(base: str, experiments: list[tuple[str, str]]) -> list[str]:
+    """What `ui` prints once the server answers: the newest experiment's runs in the suite's saved
+    view (precisions side by side, the verdict's columns), then each other experiment's, by name;
+    the experiments list where the store holds no runs. Every link opens MLflow 3's model-training
+    mode, not the GenAI view it opens in unless told otherwise."""
+    if not experiments:
+        return [f"MLflow UI on {ui_link(base)} (Ctrl-C to stop)"]
+    (first_id, first_name), *others = experiments
+    lines = [f"MLflow UI on {ui_link(base, first_id)} (Ctrl-C to stop; experiment {first_name})"]
+    return lines + [f"  experiment {name}: {ui_link(base, experiment_id)}" for experiment_id, name in others]
+
+
+def _announce(base: str, experiments: list[tuple[str, str]]) -> None:
+    for line in announced_links(base, experiments):  # soft-wrapped: a link folded by rich can't be clicked
+        console.print(printable(line), highlight=False, markup=False, soft_wrap=True)
 
 
 def _ui_log(out: Path | None):

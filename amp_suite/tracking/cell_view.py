@@ -8,12 +8,16 @@ and the training loss as the one curve), and keeps every other reading in `diagn
 artifact beside record.json: out of the charts and the column picker, one click away in the
 run's artifacts, and the same file whether `run` or `sync` wrote it. A metric prefix would not do
 that: MLflow still charts and lists a prefixed key. No mlflow import here: plain values.
+
+The experiment's runs table opens in a saved view (runs_view) that shows those cells side by side:
+a group per precision of each comparison (and machine, where several meet), so no group's table
+row or chart bar averages two precisions together, with the verdict's columns in sight.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from amp_suite.analysis.summary import SummaryRow, natural_throughput
@@ -37,6 +41,17 @@ CHARTED_FIELDS = (PEAK_MEMORY, TIME_TO_TARGET)  # measured fields charted under 
 MAX_CHARTED_POINTS = 10_000
 
 Metric = tuple[str, float, int]  # key, value, step
+
+# Tags a cell's run carries for the view: what it is compared within, and the summary's verdicts.
+COMPARISON = "comparison"  # the cell's setup without seed and precision: "mlp · bs64 · compile-default"
+MODE = "mode"  # one mode of that comparison, precision first: "bf16 · mlp · bs64 · compile-default"
+MACHINE = "machine"
+PARITY = "parity"
+PRECISION = "precision"  # the cell's param (cell_params)
+# MLflow's run description, as a column of its runs table (attributes.Description in its UI bundle).
+DESCRIPTION_COLUMN = "attributes.`Description`"
+RUN_NAME_COLUMN = "attributes.`Run Name`"
+METRIC_WIDTH = 170  # pixels: throughput_samples_per_s in full
 
 
 def throughput_metric(unit: str) -> str:
@@ -135,3 +150,86 @@ def _charted(curve: Sequence[float]) -> Iterator[tuple[int, float]]:
     if steps and steps[-1] != len(curve) - 1:
         steps = [*steps, len(curve) - 1]
     return ((step, curve[step]) for step in steps)
+
+
+# -- the runs table's saved view -------------------------------------------------------------
+# What MLflow 3.x's UI takes from a shared view (mlflow/server/js/src/experiment-tracking/components/
+# experiment-page: hooks/useSharedExperimentViewState.ts, models/ExperimentPageUIState.ts; checked
+# against 3.17's built bundle): selectedColumns, columnOrder, columnWidths,
+# runsHiddenMode, compareRunCharts, compareRunSections, viewMaximized, runListHidden,
+# isAccordionReordered, groupBy, groupsExpanded, useGroupedValuesInCharts, hideEmptyCharts,
+# globalLineChartConfig, chartsSearchFilter (runsExpanded, runsPinned, runsHidden and
+# runsVisibilityMap it drops), and the search facets searchFilter, orderByKey, orderByAsc, startTime,
+# lifecycleFilter, modelVersionFilter and datasetsFilter. A grouped table shows each group's
+# aggregate in its own row and charts the groups, not their runs: that is why the groups split
+# precisions. Within a group only a comparison's seeds meet, whose charted speedup is one value.
+AGGREGATE = "average"  # over a comparison's seeds of one precision: each carries the summary's speedup
+
+
+def column(kind: str, key: str) -> str:
+    """A runs-table column as MLflow's UI names it: params.`precision` (its makeCanonicalSortKey)."""
+    return f"{kind}.`{key}`"
+
+
+def view_columns(metric_keys: Iterable[str]) -> list[str]:
+    """The verdict's columns: the cell's line, its precision, the speedup over fp32 with its
+    interval, throughput in each unit the experiment holds, peak memory and parity."""
+    throughputs = sorted(key for key in metric_keys if key.startswith(throughput_metric("")))
+    metrics = [column("metrics", key) for key in [*throughputs, PEAK_MEMORY]]
+    return [DESCRIPTION_COLUMN, column("params", PRECISION), column("tags", SPEEDUP), *metrics,
+            column("tags", PARITY)]  # fmt: skip
+
+
+def column_widths(columns: Sequence[str]) -> dict[str, int]:
+    """Room for a group's name ("fp16 · mlp · bs64") and a speedup with its interval, which MLflow
+    cuts at about 100 pixels, and for a metric's name (its value has a dozen digits past the point)."""
+    metrics = {key: METRIC_WIDTH for key in columns if key.startswith("metrics.")}
+    return {RUN_NAME_COLUMN: 260, column("tags", SPEEDUP): 150} | metrics
+
+
+def group_keys(several_machines: bool) -> list[dict[str, str]]:
+    """What the table groups by: one mode of one comparison (a group is its seeds), and the machine
+    where there are several (the summary never pools them). One tag, not comparison and precision
+    as two keys: MLflow labels a group "key: value, key: value" in a narrow column, and cut
+    after the comparison the label would hide the precision; its label is the tag's value alone."""
+    keys = [{"mode": "tag", "groupByData": MODE}]
+    return keys + ([{"mode": "tag", "groupByData": MACHINE}] if several_machines else [])
+
+
+def runs_view(metric_keys: Iterable[str] = (), several_machines: bool = False) -> dict[str, Any]:
+    """The shared view state: every group open and charted, a comparison's modes next to each
+    other, and the runs without a group (each invocation's parent, its answer in the Description
+    column) open too, where MLflow folds them."""
+    keys = group_keys(several_machines)
+    ungrouped = ",".join(f"{key['mode']}.{key['groupByData']}" for key in keys)  # MLflow's id for that group
+    columns = view_columns(metric_keys)
+    return {
+        "runsHiddenMode": "SHOW_ALL",  # MLflow charts the first 10 otherwise
+        "selectedColumns": columns,
+        # Its own order is by kind (metrics, params, tags): the verdict's columns next to the name instead.
+        # MLflow applies widths only with an order; columns left out of it (Created, Duration) follow.
+        "columnOrder": [RUN_NAME_COLUMN, *columns[1:], DESCRIPTION_COLUMN],
+        "columnWidths": column_widths(columns),
+        "groupBy": {"aggregateFunction": AGGREGATE, "groupByKeys": keys},
+        "groupsExpanded": {ungrouped: True},
+        "useGroupedValuesInCharts": True,
+        "orderByKey": column("tags", COMPARISON),  # groups come in the order of their runs
+        "orderByAsc": True,
+    }
+
+
+def view_tags(cell_id: str) -> dict[str, str]:
+    """The tags the saved view groups and orders a cell's run by."""
+    precision = cell_id.split("/")[3] if cell_id.count("/") >= 3 else ""
+    comparison = comparison_name(cell_id)
+    return {COMPARISON: comparison, MODE: f"{precision} · {comparison}" if precision else comparison}
+
+
+def comparison_name(cell_id: str) -> str:
+    """What a cell is compared within, as its run name says it without precision and seed:
+    "mlp/bs64/seed0/bf16/compile-default" -> "mlp · bs64 · compile-default"."""
+    parts = cell_id.split("/")
+    if len(parts) < 4:
+        return cell_id
+    workload, batch, _seed, _precision, *axes = parts
+    return " · ".join([workload, batch, *axes])

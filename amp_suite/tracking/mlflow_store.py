@@ -32,7 +32,7 @@ from typing import Any
 from amp_suite.analysis.answer import INCONCLUSIVE, Answer, answers
 from amp_suite.analysis.quantities import FAIL
 from amp_suite.analysis.summary import SummaryRow, group_key
-from amp_suite.analysis.words import times
+from amp_suite.analysis.words import ratio_words
 from amp_suite.errors import ConfigError
 from amp_suite.paths import shown
 from amp_suite.records.invocations import InvocationStarted
@@ -49,19 +49,16 @@ TAG_RECORD = "amp_suite.record_id"
 TAG_COMPLETE = "amp_suite.complete"
 TAG_ENDED_BY = "amp_suite.ended_by"
 PARENT = "mlflow.parentRunId"
+# A skipped cell has no status here: its run is set aside (set_aside).
 RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED",
-              "interrupted": "KILLED"}  # fmt: skip  (skipped: set aside)
+              "interrupted": "KILLED"}  # fmt: skip
 # What MLflow 3.x's UI itself reads for its mode is the browser's choice (uri.ui_link), not this tag;
 # the tag says what the experiment is to MLflow's APIs and to a UI that honours it.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 DEFAULT_EXPERIMENT = "0"  # the "Default" experiment MLflow's SQL store makes on first use
-# The runs table as a link with viewStateShareKey=amp-suite opens it (uri.ui_link): every cell a row,
-# grouped by workload (MLflow otherwise folds a parent's cells behind a "+"), all of them charted
-# (MLflow otherwise charts the first 10). MLflow's UI reads plain JSON from this experiment tag.
-RUNS_VIEW = {
-    "runsHiddenMode": "SHOW_ALL",
-    "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "param", "groupByData": "workload"}]},
-}
+# The runs table as a link with viewStateShareKey=amp-suite opens it (uri.ui_link): MLflow's UI reads
+# plain JSON from this experiment tag (cell_view.runs_view: each precision its own group, beside the
+# others, with the verdict's columns; MLflow otherwise folds a parent's cells behind a "+").
 RUNS_VIEW_TAG = f"mlflow.sharedViewState.{UI_VIEW_KEY}"
 MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # MLflow's own tags (mlflow.utils.mlflow_tags)
 MLFLOW_NOTE = "mlflow.note.content"  # a run's description in the UI
@@ -148,14 +145,28 @@ class MlflowStore:
                 self.client.set_experiment_tag(DEFAULT_EXPERIMENT, key, value)
             found = self.client.get_experiment(DEFAULT_EXPERIMENT)
         if found is not None:
-            if create and RUNS_VIEW_TAG not in found.tags:  # one an earlier version made; a reader writes nothing
-                self.client.set_experiment_tag(found.experiment_id, RUNS_VIEW_TAG, json.dumps(RUNS_VIEW))
+            if create:  # one an earlier version made may average precisions together; a reader writes nothing
+                self.refresh_view(found.experiment_id, found.tags.get(RUNS_VIEW_TAG))
             return found.experiment_id
         if not create:
             return None
         location = artifact_location(self.artifact_root) if self.artifact_root else None
-        tags = {**EXPERIMENT_KIND, RUNS_VIEW_TAG: json.dumps(RUNS_VIEW)}
+        tags = {**EXPERIMENT_KIND, RUNS_VIEW_TAG: json.dumps(cell_view.runs_view())}
         return self.client.create_experiment(name, artifact_location=location, tags=tags)
+
+    def refresh_view(self, experiment_id: str, current: str | None = None) -> None:
+        """The experiment's saved view for the cells it now holds: a column for each throughput
+        unit they were measured in, and machine as a group where several machines' cells meet
+        (a sync from another box). Written only where it differs from `current`."""
+        cells = [run for run in self.cell_runs(experiment_id) if run.info.lifecycle_stage == "active"]
+        for run in cells:  # logged by an earlier version: without them, the view would leave the cell ungrouped
+            if cell_view.MODE not in run.data.tags and "cell_id" in run.data.tags:
+                self._batch(run.info.run_id, tags=cell_view.view_tags(run.data.tags["cell_id"]))
+        metric_keys = {key for run in cells for key in run.data.metrics}
+        machines = {run.data.tags.get(cell_view.MACHINE) for run in cells}
+        view = json.dumps(cell_view.runs_view(metric_keys, several_machines=len(machines) > 1))
+        if view != current:
+            self.client.set_experiment_tag(experiment_id, RUNS_VIEW_TAG, view)
 
     def runs_of(self, experiment_id: str, invocation_id: str, running_only: bool = False) -> list[Any]:
         query = f"tags.`{TAG_INVOCATION}` = '{invocation_id}'"
@@ -212,9 +223,10 @@ class MlflowStore:
         stamp = _millis(record.started_at)
         metrics = cell_view.record_metrics(record)
         tags: dict[str, Any] = {"status": record.status, "reason": record.reason, "cell_id": record.cell_id}
+        tags |= cell_view.view_tags(record.cell_id)  # what the saved view groups and orders by
         tags[MLFLOW_NOTE] = cell_view.verdict_line(record, None)  # the summary's line replaces it (log_verdicts)
         if record.machine is not None:
-            tags["machine"] = record.machine.key
+            tags[cell_view.MACHINE] = record.machine.key
         if record.loss_scale_warning is not None:
             tags["loss_scale_warning"] = record.loss_scale_warning
         if record.dtype_audit:
@@ -271,10 +283,11 @@ class MlflowStore:
             row = rows.get(group_key(record))
             if row is None or record.status == "skipped":  # a skipped cell's run is set aside: nothing to add
                 continue
-            tags = {"speedup": times(row.speedup and row.speedup.value), "noisy": row.noisy, "throttled": row.throttled}
+            # The speedup with its interval, as a column beside the charted value (cell_view.view_columns).
+            tags = {cell_view.SPEEDUP: ratio_words(row.speedup), "noisy": row.noisy, "throttled": row.throttled}
             tags[MLFLOW_NOTE] = cell_view.verdict_line(record, row)[:MAX_TAG_LENGTH]
             if (p := row.parity) is not None:
-                tags |= {"parity": p.verdict, "parity_invalid": p.invalid.words if p.invalid else None}
+                tags |= {cell_view.PARITY: p.verdict, "parity_invalid": p.invalid.words if p.invalid else None}
             if row.time_to_target is not None:
                 tags["target"] = row.time_to_target.described
             if row.bound is not None:
@@ -282,6 +295,9 @@ class MlflowStore:
             self._batch(run_id, tags=tags, metrics=cell_view.verdict_metrics(record, row), timestamp=_millis(stamp))
             diagnostics = cell_view.record_diagnostics(record) | cell_view.verdict_diagnostics(record, row)
             self.client.log_dict(run_id, json_safe(diagnostics), cell_view.DIAGNOSTICS)
+        if runs:  # the view's columns follow the units its cells were measured in
+            experiment_id = self.client.get_run(runs[0][1]).info.experiment_id
+            self.refresh_view(experiment_id, self.client.get_experiment(experiment_id).tags.get(RUNS_VIEW_TAG))
 
     def describe_parent(self, run_id: str, record: CellRecord, matrix: str, stamp: str) -> None:
         """Name the parent for the machine it measured and carry that machine's environment."""

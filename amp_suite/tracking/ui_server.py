@@ -10,6 +10,7 @@ a stop signal takes the server's whole process group down before exiting 128+N.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import socket
@@ -23,6 +24,8 @@ from typing import IO
 STARTUP_TIMEOUT_S = 120.0  # MLflow 3 takes 5-20 s to import and start on a small box
 STOP_TIMEOUT_S = 10.0
 POLL_S = 0.25
+REQUEST_TIMEOUT_S = 10.0
+MAX_EXPERIMENTS = 100  # the links printed: one store's matrices, newest first
 
 
 class UiServerError(RuntimeError):
@@ -64,10 +67,15 @@ class UiServer:
             env=os.environ | SERVER_ENV, start_new_session=True,
         )  # fmt: skip
 
+    @property
+    def local_url(self) -> str:
+        """Where this process reaches the server: a server on every interface is asked on loopback."""
+        probe = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        return f"http://{f'[{probe}]' if ':' in probe else probe}:{self.port}"
+
     def wait_until_serving(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        probe = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)  # any interface: ask loopback
-        health = f"http://{f'[{probe}]' if ':' in probe else probe}:{self.port}/health"
+        health = f"{self.local_url}/health"
         while True:
             self._check_alive("did not start")
             try:
@@ -77,6 +85,33 @@ class UiServer:
                 if time.monotonic() > deadline:
                     raise UiServerError(f"the MLflow UI did not answer within {STARTUP_TIMEOUT_S:.0f} s") from None
                 time.sleep(POLL_S)
+
+    def experiments(self) -> list[tuple[str, str]]:
+        """(id, name) of the experiments that hold runs, the one with the newest run first, as the
+        serving store answers MLflow's REST API; [] where it does not answer so (the link then
+        opens the experiments list)."""
+        try:
+            found = self._post("experiments/search", {"max_results": MAX_EXPERIMENTS}).get("experiments", [])
+            newest = {e["experiment_id"]: self._newest_run(e["experiment_id"]) for e in found}
+        except (OSError, ValueError, KeyError, TypeError):
+            return []
+        held = [e for e in found if newest[e["experiment_id"]] is not None]
+        held.sort(key=lambda e: newest[e["experiment_id"]], reverse=True)
+        return [(e["experiment_id"], e["name"]) for e in held]
+
+    def _newest_run(self, experiment_id: str) -> int | None:
+        """When the experiment's newest run started (ms), None if it holds none."""
+        query = {"experiment_ids": [experiment_id], "max_results": 1, "order_by": ["attributes.start_time DESC"]}
+        runs = self._post("runs/search", query).get("runs", [])
+        return int(runs[0]["info"].get("start_time", 0)) if runs else None
+
+    def _post(self, endpoint: str, body: dict) -> dict:
+        request = urllib.request.Request(
+            f"{self.local_url}/api/2.0/mlflow/{endpoint}", json.dumps(body).encode(),
+            {"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as answer:
+            return json.loads(answer.read())
 
     def wait(self) -> None:
         """Until the server ends by itself (UiServerError) or a stop signal interrupts."""

@@ -85,7 +85,7 @@ def mask_uri(uri: str) -> str:
 UI_MODE_QUERY = "workflowType=machine_learning"
 # The runs table nests a parent's cells behind a collapsed "+" and charts the first 10 runs only;
 # both are per-browser view state. A shared view (an experiment tag MLflow's UI reads when a link
-# names its key, mlflow_store.RUNS_VIEW) opens it grouped by workload with every run charted.
+# names its key, cell_view.runs_view) opens it with each comparison's precisions side by side.
 UI_VIEW_KEY = "amp-suite"
 
 

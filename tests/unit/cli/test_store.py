@@ -1,4 +1,4 @@
-"""`amp-suite ui --store`: which files it serves, and the one line for those it refuses."""
+"""`amp-suite ui --store`: which files it serves, and the one line for those it refuses; the links `ui` prints."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from amp_suite.cli.store import check_sqlite_store
+from amp_suite.cli.store import announced_links, check_sqlite_store
 from amp_suite.config import ConfigError
 
 
@@ -32,3 +32,17 @@ def test_anything_else_is_refused_in_one_line(tmp_path, make, expected):
         check_sqlite_store(store)
     assert str(refused.value).startswith(f"--store {store}: ") and expected in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+def test_ui_links_the_newest_experiments_saved_view_then_each_other():
+    base = "http://127.0.0.1:5000"
+    first, *others = announced_links(base, [("7", "smoke"), ("2", "nightly")])
+    view = "runs?viewStateShareKey=amp-suite&workflowType=machine_learning"
+    assert first == f"MLflow UI on {base}/#/experiments/7/{view} (Ctrl-C to stop; experiment smoke)"
+    assert others == [f"  experiment nightly: {base}/#/experiments/2/{view}"]
+
+
+def test_ui_links_the_experiments_list_where_no_experiment_holds_runs():
+    assert announced_links("http://h:1", []) == [
+        "MLflow UI on http://h:1/#/experiments?workflowType=machine_learning (Ctrl-C to stop)"
+    ]

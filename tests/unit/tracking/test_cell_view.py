@@ -102,10 +102,11 @@ def test_the_parents_description_opens_on_the_answer(synced):
 def test_a_new_store_holds_only_our_experiments_in_model_training_mode(synced, tmp_path):
     store, experiment, _, _ = synced
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
-    # The shared view the experiment's link opens: every cell a row, by workload, all charted.
+    # The shared view the experiment's link opens: each comparison's precisions side by side, all charted.
     view = json.loads(experiment.tags[f"mlflow.sharedViewState.{UI_VIEW_KEY}"])
+    assert view == cell_view.runs_view({"throughput_samples_per_s", "peak_memory_mb"})
     assert view["runsHiddenMode"] == "SHOW_ALL"
-    assert view["groupBy"]["groupByKeys"] == [{"mode": "param", "groupByData": "workload"}]
+    assert view["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": "mode"}]
     assert [e.name for e in store.client.search_experiments()] == ["review"]  # no empty Default beside it
     again = MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}")  # opened again: MLflow does not make it anew
     assert [e.name for e in again.client.search_experiments()] == ["review"]
@@ -140,3 +141,45 @@ def test_a_matrix_named_default_gets_the_retired_default_experiment_back(tmp_pat
     assert store.experiment_id("Default") == "0"
     default = store.client.get_experiment("0")
     assert default.lifecycle_stage == "active" and default.tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_the_saved_view_groups_each_precision_apart_and_machines_where_several_meet():
+    one = cell_view.runs_view({"throughput_images_per_s", "throughput_tokens_per_s", "train_loss"})
+    keys = one["groupBy"]["groupByKeys"]
+    assert keys == [{"mode": "tag", "groupByData": "mode"}]  # one precision of one comparison
+    several = cell_view.runs_view(several_machines=True)["groupBy"]["groupByKeys"]
+    assert several == [*keys, {"mode": "tag", "groupByData": "machine"}]
+    assert one["selectedColumns"] == [
+        "attributes.`Description`", "params.`precision`", "tags.`speedup`", "metrics.`throughput_images_per_s`",
+        "metrics.`throughput_tokens_per_s`", "metrics.`peak_memory_mb`", "tags.`parity`",
+    ]  # fmt: skip
+    assert one["columnOrder"][0] == "attributes.`Run Name`" and one["columnOrder"][-1] == "attributes.`Description`"
+    # The parents (no mode tag) are MLflow's ungrouped runs, which it folds unless told otherwise.
+    assert one["groupsExpanded"] == {"tag.mode": True}
+    assert (one["orderByKey"], one["orderByAsc"]) == ("tags.`comparison`", True)  # a comparison's modes together
+
+
+def test_a_cells_mode_is_its_run_name_without_the_seed(synced):
+    _, _, _, runs = synced
+    children = _children(runs)
+    assert {run.data.tags["comparison"] for run in children.values()} == {"mlp · bs8"}
+    assert children["bf16"].data.tags["mode"] == "bf16 · mlp · bs8"  # precision first: MLflow cuts a long label
+    assert cell_view.view_tags("resnet/bs16/seed3/bf16/compile-default/nhwc") == {
+        "comparison": "resnet · bs16 · compile-default · nhwc",
+        "mode": "bf16 · resnet · bs16 · compile-default · nhwc",
+    }
+
+
+def test_an_experiment_an_earlier_version_made_gets_the_view_and_its_tags(synced, tmp_path):
+    store, experiment, _, runs = synced
+    by_workload = {
+        "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "param", "groupByData": "workload"}]}
+    }
+    tag = f"mlflow.sharedViewState.{UI_VIEW_KEY}"
+    store.client.set_experiment_tag(experiment.experiment_id, tag, json.dumps(by_workload))
+    bf16 = _children(runs)["bf16"].info.run_id
+    store.client.delete_tag(bf16, "mode")  # a run logged before the view grouped by it
+    MlflowStore(f"sqlite:///{tmp_path / 'mlflow.db'}").experiment_id("review")  # a run or sync opens it
+    view = json.loads(store.client.get_experiment(experiment.experiment_id).tags[tag])
+    assert view == cell_view.runs_view({"throughput_samples_per_s"})
+    assert store.client.get_run(bf16).data.tags["mode"] == "bf16 · mlp · bs8"
