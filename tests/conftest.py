@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -114,6 +115,22 @@ def start_amp_suite(*args: str, cwd: Path, env: dict[str, str] | None = None) ->
 
 def read_records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+def predict_rows(stdout: str) -> list[list[str]]:
+    """The rows of each of `amp-suite predict`'s tables, cell by cell: the lines under a header's rule
+    (indented, as a line said is not), whose cells stand two spaces or more apart (a cell holds single
+    spaces: "mlp, compiled"); a row's wrapped continuation, with a cell or two, is not a row."""
+    rows, under_rule = [], False
+    for line in stdout.splitlines():
+        if line.strip() and set(line.strip()) == {"─"}:
+            under_rule = True
+            continue
+        under_rule = under_rule and line.startswith(" ")
+        cells = re.split(r" {2,}", line.strip())
+        if under_rule and len(cells) > 3:
+            rows.append(cells)
+    return rows
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.1):

@@ -37,6 +37,7 @@ from amp_suite.text import plain
 
 DEFAULT_MATRIX = Path("nvidia-resnet50")  # the matrix whose published speedups the estimate is held against
 MAX_LAUNCH_US = 10_000.0
+PEAK_TABLE = "amp_suite/references/peaks/gpu-peaks.yaml"  # where a user reads the hosts' figures and sources
 
 
 @app.command()
@@ -132,8 +133,8 @@ def _against_published(loaded, asked: list[plan.Gpu] | None, every: bool) -> Non
     references = load_references(None)
     gpus = asked or _default_gpus(chosen.cells, references, plan.fp8_in_question(loaded), every)
     good, slow = plan.hosts()
-    say(f"hosts: each estimate behind {good.name} at {good.launch_us:g} µs a kernel ({good.source}), and behind "
-        f"{slow.name} at {slow.launch_us:g} µs ({slow.source})")  # fmt: skip
+    say(f"hosts: the columns at {slow.launch_us:g} µs are behind {slow.name} ({_kind(slow)}), the others behind "
+        f"{good.name}, {good.launch_us:g} µs a kernel ({_kind(good)}); sources: {PEAK_TABLE}")  # fmt: skip
     say(plan.profiling_words(loaded.name, chosen.cells))
     result = plan.against_published(chosen.cells, gpus, Profiles(), references)
     for estimated in result.gpus:
@@ -168,7 +169,7 @@ def _print_gpu(estimated: plan.GpuEstimate, hosts: tuple) -> None:
     _say_left_out(f"on {name}, ", estimated.left_out)
     if estimated.estimates:
         good, slow = hosts
-        title = f"Estimated on {name} (a roofline of each step, profiled on this CPU; behind {good.name})"
+        title = f"Estimated on {name}, from this CPU's op profile"  # columns without a host: behind the good one
         print_estimates(title, estimated.estimates, estimated.speedups,
                         (slow, estimated.slow, estimated.slow_speedups))  # fmt: skip
         say_host_bound_range(name, [(good, estimated.estimates), (slow, estimated.slow)])
@@ -243,10 +244,15 @@ def _write_prediction(run: RunDirectory, rows: list[Estimated]) -> None:
     say(f"wrote {run.prediction} (amp-suite report {run.path} shows it)")
 
 
+def _kind(host) -> str:
+    """"assumed" or "measured": the word a host's source in the peak table opens with."""
+    return host.source.partition(":")[0]
+
+
 def _say_left_out(where: str, reasons: dict[str, str]) -> None:
-    """One line per reason: the modes left out for it."""
+    """One line: the modes left out, grouped by their reason."""
     by_reason: dict[str, list[str]] = {}
     for mode, why in reasons.items():
         by_reason.setdefault(why, []).append(mode)
-    for why, modes in by_reason.items():
-        say(f"{where}not estimated: {', '.join(modes)} ({why})")
+    if by_reason:
+        say(f"{where}not estimated: " + "; ".join(f"{', '.join(modes)} ({why})" for why, modes in by_reason.items()))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import REPO, amp_suite
+from conftest import REPO, amp_suite, predict_rows
 from support.refusals import run_measured
 
 H200_RECORDS = REPO / "tests" / "fixtures" / "h200-gpu-check-2026-12-04.jsonl"
@@ -49,8 +49,7 @@ def run_folder(tmp_path, workload: dict, label: str, name: str = "sent") -> str:
 
 def estimated_modes(stdout: str) -> set[str]:
     """The modes in predict's table of estimated against measured."""
-    rows = [[cell.strip() for cell in line.split("│")] for line in stdout.splitlines() if line.count("│") > 8]
-    return {row[3] for row in rows if row[3]}  # a wrapped row continues with its mode cell empty
+    return {row[2] for row in predict_rows(stdout)}
 
 
 def test_a_record_naming_os_system_is_left_out_with_its_reason_and_nothing_runs(tmp_path):
