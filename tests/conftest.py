@@ -117,6 +117,14 @@ def read_records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
 
 
+def assert_one_step_figure(records: list[dict]) -> None:
+    """Throughput and step time are one figure (issue 53): every device's samples per step, within 2%."""
+    for record in (r for r in records if r["status"] == "ok"):
+        samples = record["batch_size"] * (record.get("world_size") or 1)
+        product = record["throughput"] * record["step_time_ms"] / 1e3
+        assert abs(product / samples - 1) < 0.02, (record["cell_id"], product, samples)
+
+
 def predict_rows(stdout: str) -> list[list[str]]:
     """The rows of each of `amp-suite predict`'s tables, cell by cell: the lines under a header's rule
     (indented, as a line said is not), whose cells stand two spaces or more apart (a cell holds single

@@ -216,3 +216,28 @@ def test_the_checks_catch_what_does_not_exist():
         "docs/nope.md: no such file",
         "docs/modes.md#no-such-heading: no heading with that anchor in modes.md",
     ]
+
+
+def command_list_problems(block: str) -> list[str]:
+    """What docs/matrices.md's command list lacks: a command the CLI has, or one of its options."""
+    listed: dict[str, set[str]] = {}
+    command = None
+    for line in block.splitlines():
+        if found := re.match(r"amp-suite\s+([a-z][\w-]*)", line):
+            command = found.group(1)
+        if command is not None:
+            listed.setdefault(command, set()).update(OPTION.findall(line))
+    problems = [f"amp-suite {name}: not in the command list" for name in cli_options() if name not in listed]
+    for name, options in listed.items():
+        negated = {f"--no-{option[2:]}" for option in options}  # a flag's --no- form goes with it
+        missing = sorted(cli_options().get(name, frozenset()) - options - negated - {"--help"})
+        problems += [f"amp-suite {name} {option}: not in the command list" for option in missing]
+    return problems
+
+
+def test_the_command_list_names_every_command_and_each_of_its_options():
+    text = (REPO / "docs" / "matrices.md").read_text()
+    assert command_list_problems(FENCE.search(text).group(1)) == []
+    short = command_list_problems("amp-suite run --matrix PATH\n")
+    assert "amp-suite predict: not in the command list" in short
+    assert "amp-suite run --out: not in the command list" in short

@@ -49,13 +49,15 @@ from amp_suite.analysis.quantities import (  # noqa: F401  (the speed verdicts: 
 from amp_suite.analysis.quantities import INVALID as INVALID_PARITY
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.analysis.words import evidence_words, interval_words, ratio_words, reach_words, times
+from amp_suite.config.base import SKIPPED
 from amp_suite.config.precisions import AMP_MODES, BF16_BASELINE, FP8_MODES, MODE_BY_NAME, REFERENCE
 from amp_suite.hardware.capability import recommend
 from amp_suite.records.machine import Machine
 from amp_suite.records.results import TimingStop
 
-Accuracy = Literal["kept", "at risk", "lost", "not compared", "invalid"]
+Accuracy = Literal["kept", "at risk", "lost", "not compared", "not judged", "invalid"]
 KEPT, AT_RISK, LOST, NOT_COMPARED, INVALID = "kept", "at risk", "lost", "not compared", "invalid"
+UNJUDGED = "not judged"  # fp32 itself learned nothing: the answer is about speed only
 Verdict = Literal["recommended", "stay", "inconclusive", "no answer"]
 RECOMMENDED, STAY, INCONCLUSIVE, NO_ANSWER = "recommended", "stay", "inconclusive", "no answer"
 # NVML reasons that say the GPU changed its state while timed; its power cap is its steady state under
@@ -131,7 +133,9 @@ def accuracy(row: SummaryRow) -> Accuracy:
         return LOST if p.lost else AT_RISK
     if (p is not None and p.beyond_tolerance) or _short_of_target(row):
         return AT_RISK
-    return NOT_COMPARED if p is None or p.verdict == NOT_JUDGED else KEPT
+    if p is not None and p.verdict == NOT_JUDGED:
+        return UNJUDGED
+    return NOT_COMPARED if p is None else KEPT
 
 
 def _short_of_target(row: SummaryRow) -> bool:
@@ -245,14 +249,15 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
         why = f"{REFERENCE} {reference.status}" if reference else f"{REFERENCE} was not run"
         return Answer(**where, **_no_mode(), sentence=f"no answer: {why}, and every mode is compared with it")
     if not candidates:
-        sentence = f"no answer: no mode but {REFERENCE} finished" + _skips(group)
-        return Answer(**where, **_no_mode(), sentence=sentence)
+        return _without_candidates(group, reference, machine, where)
     invalid = [r for r in candidates if accuracy(r) == INVALID]
     candidates = [r for r in candidates if r not in invalid]
     if not candidates:
         return Answer(**where, **_no_mode(), sentence=f"no answer: {_invalid_words(invalid)}")
     judged = _judge(candidates, reference, machine)
     chosen, sentence = judged.chosen, judged.sentence + _host_words(candidates, reference)
+    if accuracy(judged.considered) == UNJUDGED:  # whatever the sentence says of accuracy, nothing was judged
+        sentence = f"{speed_only_words(judged.considered)}. {sentence}"
     if invalid:
         sentence += f"; {_invalid_words(invalid)}"
     rule, holds, disagrees, note = _rule(machine, candidates, reference, said=judged.named)
@@ -274,6 +279,33 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
         rule_disagrees=disagrees,
         rule_note=note,
     )
+
+
+def _without_candidates(group: list[SummaryRow], reference: SummaryRow, machine: Machine | None, where: dict) -> Answer:
+    """Only fp32 finished. Where the capability rule says this device has no AMP hardware and every
+    other mode was skipped for it, that is the answer: stay in fp32 (and --force measures the
+    emulation the skips avoided). Otherwise nothing was compared, and the answer says so."""
+    caps = machine.caps if machine else None
+    advice = recommend(caps) if caps else None
+    others = [r for r in group if r is not reference]
+    amp = [r for r in others if r.precision in AMP_MODES]  # what the rule chooses among, and --force can run
+    if advice is None or advice.precision != REFERENCE or not amp or any(r.status != SKIPPED for r in others):
+        return Answer(**where, **_no_mode(), sentence=f"no answer: no mode but {REFERENCE} finished{_skips(group)}")
+    skipped = ", ".join(r.precision for r in amp)
+    sentence = (
+        f"stay in {REFERENCE}: {advice.reason} ({skipped} skipped);"
+        f" `amp-suite run --force` measures the emulation anyway"
+    )
+    return Answer(
+        **where, **(_no_mode() | {"verdict": STAY, "mode": REFERENCE, "seeds": reference.runs}),
+        sentence=sentence, rule=advice.precision, rule_holds=True, timed=timed_words(reference.timing_stop),
+    )  # fmt: skip
+
+
+def speed_only_words(row: SummaryRow) -> str:
+    """Where fp32 learned nothing, no mode's accuracy is judged: the answer is about speed alone."""
+    assert row.parity is not None and row.parity.unlearned
+    return f"speed only: accuracy not judged ({row.parity.unlearned})"
 
 
 def _benchmark_answer(group: list[SummaryRow], machine: Machine | None, where: dict) -> Answer:
@@ -322,7 +354,7 @@ class Judgement:
 
 def _judge(candidates: list[SummaryRow], reference: SummaryRow, machine: Machine | None) -> Judgement:
     speeds = {r.precision: speed(r, reference) for r in candidates}
-    keeps = [r for r in candidates if accuracy(r) in (KEPT, NOT_COMPARED)]
+    keeps = [r for r in candidates if accuracy(r) in (KEPT, NOT_COMPARED, UNJUDGED)]
     safe = [r for r in keeps if speeds[r.precision].verdict == FASTER]
     unclear = sorted((r for r in keeps if speeds[r.precision].verdict == UNCLEAR), key=_speed)
     # A mode that may be faster (or is) but does not keep accuracy: fp32, whatever its speed.

@@ -102,7 +102,7 @@ class SummaryRow:
     hosts: int  # distinct hosts pooled into this row
     unit: str  # images/s, tokens/s or samples/s
     throughput: float | None  # mean over seeds that finished ok, in `unit`
-    step_time_ms: float | None  # mean of the seeds' median step times
+    step_time_ms: float | None  # the mean step throughput counts, mean over seeds: one figure with throughput
     tflops: float | None  # achieved TFLOP/s, mean over seeds
     mfu: float | None  # achieved / the GPU's dense peak for this math mode; None where the peak is unknown
     peak_memory_mb: float | None
@@ -312,7 +312,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         unit=unit,
         throughput=mean_of(rates.values()),
         throughput_stdev=statistics.stdev(rates.values()) if len(rates) > 1 else None,
-        step_time_ms=mean_of(_per_seed(group, "step_time_ms_p50").values()),
+        step_time_ms=_mean_step_ms(group),
         tflops=mean_of(_per_seed(group, "tflops").values()),
         mfu=mean_of(_per_seed(group, "mfu").values()),
         peak_memory_mb=mean_of(memory.values()),
@@ -492,6 +492,16 @@ def _per_seed(group: list[CellRecord], field: str, scale: float = 1.0) -> dict[i
         if record.status == "ok" and value is not None:
             values.setdefault(record.seed, []).append(value * scale)
     return {seed: statistics.fmean(v) for seed, v in values.items()}
+
+
+def other_baselines(rows: Sequence[SummaryRow], main: str) -> list[str]:
+    """The speed baselines besides `main` that a table needs a column for: where a row that is
+    neither that baseline nor `main` is measured against it. With fp32 and bf16 alone, a "vs bf16"
+    column would only say fp32's speedup again, upside down."""
+    return [
+        b for b in SPEED_BASELINES
+        if b != main and any(b in r.speedups and r.precision not in (b, main) for r in rows)
+    ]  # fmt: skip
 
 
 def natural_throughput(record: CellRecord) -> tuple[float | None, str]:

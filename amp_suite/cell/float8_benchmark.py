@@ -111,6 +111,8 @@ def measure_benchmark(spec: CellSpec, device: torch.device, progress: Progress) 
     flops = 3 * 2 * rows * in_features * out_features  # the three matmuls: forward, input's and weight's gradients
     return {
         "throughput": spread.samples / spread.seconds, "throughput_windows": spread.windows,
+        "step_time_ms": spread.seconds * 1e3 * rows / spread.samples,
+        "settled_after_steps": spec.warmup_steps + spread.warming,
         "throughput_spread": spread.spread, "noisy": spread.noisy,
         "windows_set_aside": [vars(s) for s in spread.set_aside],
         "kernel_ms_per_step": stats.mean_ms, "step_time_ms_p50": stats.p50_ms, "step_time_ms_p90": stats.p90_ms,

@@ -177,7 +177,10 @@ def measure_session(
         # Accuracy is the matrix's steps': sequential, evaluated now, in this cell's own turn, before
         # rounds that only time; else once no cell of the comparison times its steps any more.
         validation = _evaluated(evaluate, paused, progress) if sequential else None
-        edges = edges + timing_rounds(trainer, batches, timer, turns, edges, samples_per_step, paused)
+        edges = edges + timing_rounds(
+            trainer, batches, timer, turns, edges, samples_per_step, paused,
+            lambda done, total: progress("measure", done, total),
+        )  # fmt: skip
         times_ms, span_s = timer.read()  # synchronises once
     timed = timer.timed_steps  # side by side, each turn's first step is trained but not timed
     stats = step_stats(times_ms)
@@ -193,6 +196,8 @@ def measure_session(
     flops = diagnostics.get("flops_per_step")
     rates = {
         "throughput": samples / seconds,  # every device's samples
+        "step_time_ms": seconds * 1e3 / steps_kept,  # the same windows' mean step: one figure with throughput
+        "settled_after_steps": spec.warmup_steps + edges[spread.warming],
         "host_cpu_ms_per_step": host_cpu.seconds * 1e3 / timed,
         "untimed_steps": edges[-1] - timed,
         "timing_stop": turns.stopped,

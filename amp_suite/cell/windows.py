@@ -80,11 +80,15 @@ def timing_rounds(
     edges: list[int],
     samples_per_step: int,
     paused: Pause,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> list[int]:
     """After the fixed schedule: hand its last window over, then, while the run grants this cell
     another round (sequential timing, execution.side_by_side), one more window of the schedule's
-    size, timed only: its losses are not kept and nothing evaluates after it. The windows' new edges."""
+    size, timed only: its losses are not kept and nothing evaluates after it. The windows' new edges.
+    `on_step(steps done, steps to the round's end)`: each step of a round, counted on from the
+    schedule's, so that a slow cell's rounds show their progress and its watchdog hears each step."""
     size, first, added = edges[-1] - edges[-2], edges[-2], []
+    report = on_step or (lambda done, total: None)
     while True:
         with paused():
             give(turns, timer.rate_since(first, samples_per_step))
@@ -94,6 +98,8 @@ def timing_rounds(
         with paused():  # the turn's first step re-warms the device, as every turn's does: untimed
             trainer.run(batches, 1)
         timer.skip()
-        trainer.run(batches, size - 1, timer)
+        report(first + 1, first + size)
+        end = first + size
+        trainer.run(batches, size - 1, timer, lambda n, before=first + 1, end=end: report(before + n, end))
         timer.split()
-        added.append(first + size)
+        added.append(end)

@@ -9,22 +9,49 @@ from functools import cached_property
 from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Column as TableColumn
 from rich.table import Table
 from rich.text import Text
 
 from amp_suite.analysis.answer import INCONCLUSIVE, Answer
 from amp_suite.analysis.outcome import Outcome
 from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, PASS
-from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput
+from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput, other_baselines
 from amp_suite.analysis.words import gap_words, interval_words, p_value_words, ratio_words, times
 from amp_suite.config import CellSpec
-from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES
+from amp_suite.config.precisions import REFERENCE
+from amp_suite.execution.pace import SLOW_S, MatrixPace, Pace, step_words, words_for
 from amp_suite.records.results import CellRecord
 from amp_suite.text import plain, printable
 
+# Not a terminal (a pipe, a log, `docker run` without -t): no bars are drawn, so a running cell says
+# where it is in a plain line this often; a forced emulated cell was otherwise silent for 10 minutes.
+PIPED_LINE_S = 30.0
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "diverged": "magenta", "oom": "red",
                 "interrupted": "yellow"}  # fmt: skip
+
+
+class PaceColumn(ProgressColumn):
+    """A bar's pace and time left ("8.1 s/step, ~7:45 left"), counting down between a slow cell's
+    messages; the cells' bar: the matrix's steps left (execution.pace). On one line, cut short where
+    the terminal is narrow: a wrapped bar takes two rows for every refresh."""
+
+    def __init__(self) -> None:
+        super().__init__(table_column=TableColumn(no_wrap=True, overflow="ellipsis"))
+
+    def render(self, task: Task) -> Text:
+        pace = task.fields.get("pace")
+        return Text(pace.words() if pace is not None else "", style="progress.remaining")
 
 
 class RichDisplay:
@@ -34,6 +61,7 @@ class RichDisplay:
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
+            PaceColumn(),
             TimeElapsedColumn(),
             console=console,
             transient=True,
@@ -44,8 +72,11 @@ class RichDisplay:
             refresh_per_second=1,
             auto_refresh=console.is_terminal,
         )
-        self.cells_task = self.progress.add_task("cells", total=None)
+        self.matrix = MatrixPace()
+        self.cells_task = self.progress.add_task("cells", total=None, pace=self.matrix)
         self.running: dict[str, tuple[TaskID, str]] = {}  # cell id -> (its steps bar, its label)
+        self.estimated: set[str] = set()  # cells whose estimate was printed
+        self.lines_at: dict[str, float] = {}  # not a terminal: when each cell's latest plain line was due
 
     def __enter__(self) -> RichDisplay:
         self.progress.start()
@@ -58,6 +89,7 @@ class RichDisplay:
         if reused:
             self.console.print(f"--resume: {reused} cell(s) already ok in results.jsonl; running {to_run}.")
         self.progress.update(self.cells_task, total=to_run)
+        self.matrix.unstarted = to_run
 
     def warn(self, message: str) -> None:
         self.console.print(f"[yellow]warning:[/] {plain(message)}", highlight=False, soft_wrap=True)
@@ -65,16 +97,57 @@ class RichDisplay:
     def start_cell(self, spec: CellSpec, where: str | None = None) -> None:
         """A bar per running cell (several at once with --gpus or --ray, each saying where it runs)."""
         label = f"  {plain(spec.cell_id)}" + (f" {plain(f'[{where}]')}" if where else "")
-        self.running[spec.cell_id] = (self.progress.add_task(f"{label} starting", total=None), label)
+        pace = Pace(spec.warmup_steps, spec.steps)
+        self.running[spec.cell_id] = (self.progress.add_task(f"{label} starting", total=None, pace=pace), label)
+        # Cells that differ in seed alone train at one pace: the first's step time estimates the others'.
+        self.matrix.add(spec.cell_id, spec.model_copy(update={"seed": 0}).config_hash, pace)
 
     def cell_progress(self, spec: CellSpec, phase: str, done: int, total: int) -> None:
         task, label = self.running[spec.cell_id]
-        self.progress.update(task, description=f"{label} {plain(phase)}", completed=done, total=total)
+        pace = self.matrix.paces[spec.cell_id]
+        pace.heard(phase, done, total)
+        self.matrix.learn(spec.cell_id)
+        # Sequential timing's rounds go on past the schedule's steps (cell.windows.timing_rounds).
+        shown = "measure, rounds past the schedule" if phase == "measure" and total > spec.steps else phase
+        self.progress.update(task, description=f"{label} {plain(shown)}", completed=done, total=total)
+        self._estimate(spec, pace)
+        self._piped_line(spec, shown, pace)
+
+    def _piped_line(self, spec: CellSpec, shown: str, pace: Pace) -> None:
+        """Where no bar is drawn, a running cell's bar as a line, every PIPED_LINE_S."""
+        if self.console.is_terminal:
+            return
+        now = pace.clock()
+        if now - self.lines_at.setdefault(spec.cell_id, now) < PIPED_LINE_S:
+            return
+        self.lines_at[spec.cell_id] = now
+        words = pace.words()
+        self.console.print(
+            f"  {plain(spec.cell_id)} {plain(shown)} {pace.done}/{pace.total}" + (f", {words}" if words else ""),
+            highlight=False,
+        )
+
+    def _estimate(self, spec: CellSpec, pace: Pace) -> None:
+        """Once, as a forced or slow cell's timed steps begin (its first steps timed): what they will
+        take. Printed, not drawn: a log or a pipe gets it too."""
+        step = pace.step_s
+        if step is None or spec.cell_id in self.estimated or pace.cell_left_s() == 0:
+            return
+        if not spec.force and step * spec.steps < SLOW_S:
+            return
+        self.estimated.add(spec.cell_id)
+        why = "forced" if spec.force else "slow"
+        self.console.print(
+            f"  {plain(spec.cell_id)} ({why}): ~{step_words(step)} a step, about {words_for(step * spec.steps)}"
+            f" for {spec.steps} timed steps; the matrix: {self.matrix.words()}",
+            highlight=False,
+        )
 
     def finish_cell(self, record: CellRecord) -> None:
         self.progress.advance(self.cells_task)
         task, _ = self.running.pop(record.cell_id)
         self.progress.remove_task(task)
+        self.matrix.ended(record.cell_id)
         style = STATUS_STYLE[record.status]
         rate, unit = natural_throughput(record)
         detail = f"{rate:,.1f} {unit}" if rate is not None else ""
@@ -136,8 +209,7 @@ def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[
     with_target = any(row.time_to_target is not None for row in rows)
     bounds = any(row.bound is not None for row in rows)  # GPU rows; a CPU's tables keep their columns
     traced = any(row.gpu_work_ratio is not None for row in rows)
-    # Another baseline than fp32 gets a column where a row but its own is measured against it.
-    others = [b for b in SPEED_BASELINES if b != REFERENCE and any(b in r.speedups and r.precision != b for r in rows)]
+    others = other_baselines(rows, REFERENCE)
     return [  # left to right as read; `keep` says which go first when the terminal is narrow
         Column("workload", [plain(_cell(row, rows)) for row in rows], 100, right=False),
         Column("batch", [plain(row.batch) for row in rows], 45),
@@ -189,7 +261,8 @@ def _status(row: SummaryRow, notes: dict[str, int]) -> str:
     return f"[{STATUS_STYLE.get(row.status, 'white')}]{escape(plain(text))}[/]"
 
 
-ACCURACY_STYLE = {"kept": "", "at risk": "yellow", "lost": "red", "not compared": ""}  # the sentence says which
+# The sentence says which; "not judged": fp32 learned nothing, so the answer is about speed alone.
+ACCURACY_STYLE = {"kept": "", "at risk": "yellow", "lost": "red", "not compared": "", "not judged": "yellow"}
 
 
 def print_answer(console: Console, answers: Sequence[Answer], labels: dict[str, str]) -> None:

@@ -39,6 +39,7 @@ from typing import Protocol
 import amp_suite
 from amp_suite.config import CellSpec
 from amp_suite.execution.cell_process import LEAVE_LIMIT_S, child_main
+from amp_suite.execution.pace import WAITING
 from amp_suite.execution.process_tree import signal_all, signal_group
 from amp_suite.execution.watchdog import Watch
 from amp_suite.records.finish import finished
@@ -144,7 +145,7 @@ def run_isolated(
         down.close()
     heard, stalled = None, None
     try:
-        granting = _Granting(down_writer, watch) if down_writer is not None else None
+        granting = _Granting(down_writer, watch, on_progress) if down_writer is not None else None
         heard, stalled = _listen(reader, process, watch, on_progress, seat, granting, cancelled)
     finally:
         _stop_cell(process, recorded=heard is not None)
@@ -204,22 +205,27 @@ def _heard(kind: str, payload, watch: Watch, on_progress, seat: Seat | None, dow
         watch.window(payload)
     elif kind == "ready" and seat is not None:
         watch.wait_turn()  # before the seat: it may grant the turn at once
+        on_progress(WAITING, watch.done, watch.total)  # the display's, not the watch's: it is no phase of the cell's
         seat.ready(payload, down)
     elif kind == "turn" and seat is not None:
         watch.wait_turn()
         watch.window(payload)
+        on_progress(WAITING, watch.done, watch.total)
         seat.turn_done(payload)
 
 
 class _Granting:
     """The pipe down to a cell side by side: each word the run sends (a turn, the release) lets the
-    cell go on, so its watch runs again from then."""
+    cell go on, so its watch runs again from then, and its progress is its phase's again (a slow
+    cell's first step of a turn would otherwise show it waiting for seconds after it had the turn).
+    From the thread of whichever cell handed the device over: `on_progress` must be thread-safe."""
 
-    def __init__(self, down: Connection, watch: Watch) -> None:
-        self.down, self.watch = down, watch
+    def __init__(self, down: Connection, watch: Watch, on_progress: Callable[[str, int, int], None]) -> None:
+        self.down, self.watch, self.on_progress = down, watch, on_progress
 
     def send(self, word: object) -> None:
         self.watch.granted()
+        self.on_progress(self.watch.phase, self.watch.done, self.watch.total)
         self.down.send(word)
 
 

@@ -11,7 +11,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -47,6 +47,13 @@ class Span:
 # window in SET_ASIDE_SHARE, and none of fewer than MIN_WINDOWS_TO_SET_ASIDE: a cell whose windows
 # scatter widely stays noisy.
 OUTLIER_SPREADS = 4.0
+# A cell's first windows run slower where its step time has not settled by the end of the fixed
+# warmup (a ViT's first timed window ran 10x slower on a CPU: allocator growth, oneDNN picking its
+# kernels, clocks ramping). Warmup is not lengthened to wait for it: every precision trains the same
+# steps on the same batches. The measurement starts where the step time settled instead: each
+# leading window slower than the later half's median by more than NOISY_SPREAD is still warmup, set
+# aside and listed, at most half of the windows (the cap), none of fewer than MIN_WINDOWS_TO_SETTLE.
+MIN_WINDOWS_TO_SETTLE = 4  # the later half, two windows at least, sets what settled means
 SET_ASIDE_SHARE = 6
 MIN_WINDOWS_TO_SET_ASIDE = 5
 
@@ -68,6 +75,7 @@ class Spread:
     set_aside: tuple[SetAside, ...] = ()
     samples: int = 0  # over the windows kept: what throughput counts
     seconds: float = 0.0
+    warming: int = 0  # the first windows, set aside: the step time had not settled yet
 
     @classmethod
     def of(cls, spans: list[Span], edges: list[int], samples_per_step: int) -> Spread:
@@ -81,14 +89,39 @@ class Spread:
                 samples = samples_per_step * sum(span.steps for span in inside)
                 windows.append((samples / seconds, samples, seconds))
         rates = [rate for rate, _, _ in windows]
-        set_aside = outliers(rates)
+        warming = still_warming(rates)
+        set_aside = warming_windows(rates, warming) + tuple(
+            replace(hiccup, window=hiccup.window + warming) for hiccup in outliers(rates[warming:])
+        )
         kept = [w for index, w in enumerate(windows) if index not in {s.window for s in set_aside}]
         samples, seconds = sum(w[1] for w in kept), sum(w[2] for w in kept)
         if len(kept) < 2:
-            return cls(rates, None, False, set_aside, samples, seconds)
+            return cls(rates, None, False, set_aside, samples, seconds, warming)
         kept_rates = [rate for rate, _, _ in kept]
         spread = (max(kept_rates) - min(kept_rates)) / statistics.median(kept_rates)
-        return cls(rates, spread, spread > NOISY_SPREAD, set_aside, samples, seconds)
+        return cls(rates, spread, spread > NOISY_SPREAD, set_aside, samples, seconds, warming)
+
+
+def still_warming(rates: list[float]) -> int:
+    """How many of the first windows ran before the step time settled (see MIN_WINDOWS_TO_SETTLE)."""
+    if len(rates) < MIN_WINDOWS_TO_SETTLE:
+        return 0
+    settled = statistics.median(rates[len(rates) // 2 :])
+    count = 0
+    while count < len(rates) // 2 and rates[count] < settled * (1 - NOISY_SPREAD):
+        count += 1
+    return count
+
+
+def warming_windows(rates: list[float], warming: int) -> tuple[SetAside, ...]:
+    if not warming:
+        return ()
+    settled = statistics.median(rates[len(rates) // 2 :])
+    return tuple(
+        SetAside(i, rates[i], f"{1 - rates[i] / settled:.0%} below the later windows' median ({settled:,.0f}"
+                 " samples/s): the step time had not settled yet, still warmup")
+        for i in range(warming)
+    )  # fmt: skip
 
 
 def outliers(rates: list[float]) -> tuple[SetAside, ...]:

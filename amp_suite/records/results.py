@@ -113,7 +113,11 @@ class CellRecord(BaseModel):
     steps: int
     warmup_steps: int
     seed: int
-    throughput: float | None = measured("samples/s", "training samples per second, measured steps only")
+    throughput: float | None = measured("samples/s", "training samples per second, over the timed windows kept")
+    # One figure with throughput, from the same windows: throughput x step_time_ms = samples per step.
+    step_time_ms: float | None = measured(
+        "ms", "the mean training step throughput counts: every device's samples per step / throughput", topic="timing"
+    )
     host_cpu_ms_per_step: float | None = measured(
         "ms",
         "CPU time of the cell's process per timed step, every thread (instruments.timers.HostCpuTime); None: DDP",
@@ -186,6 +190,12 @@ class CellRecord(BaseModel):
     warmup_s: float | None = measured(
         "s", "wall time of the warmup steps (torch.compile compiles in them)", topic="timing"
     )
+    settled_after_steps: int | None = measured(
+        "steps",
+        "where the step time settled: the warmup steps, and the timed steps of the first windows set aside as"
+        " still warming up (instruments.timers.still_warming; at most half the windows)",
+        topic="timing",
+    )
     energy_j: float | None = measured(
         "J", "GPU energy over the timed steps (NVML counter delta)", instrument="gpu_state", topic="GPU"
     )
@@ -211,7 +221,7 @@ class CellRecord(BaseModel):
         "diagnostic", "which GPU readings were unavailable, and why", instrument="gpu_state"
     )
     step_time_ms_p50: float | None = measured(
-        "ms", "median training step (DDP: rank 0's, gradients synced)", topic="timing"
+        "ms", "median of every timed step, set-aside windows' too (DDP: rank 0's, gradients synced)", topic="timing"
     )
     step_time_ms_p90: float | None = measured("ms", topic="timing")
     step_time_ms_mean: float | None = measured("ms", topic="timing")

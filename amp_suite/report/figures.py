@@ -98,10 +98,13 @@ def _by_workload(rows: Sequence[SummaryRow]) -> dict[str, list[SummaryRow]]:
 def _grouped_bars(report: Report, labels: dict[str, str], value: Callable[[SummaryRow], float | None], ylabel: str,
                   ratio_to: str | None, value_format: str):  # fmt: skip
     """Bars per precision, grouped by machine, one panel per workload. `ratio_to`: the baseline
-    precision of values that are ratios (left out of the bars, drawn as a line at 1, with intervals)."""
+    precision of values that are ratios (left out of the bars, drawn as a line at 1, with intervals).
+    A panel compares: two bars at least, or one ratio against its line; a lone bar (fp32's peak
+    memory where no other mode ran) says nothing a table doesn't, and is left out."""
     groups = {where: [r for r in rows if value(r) is not None and r.precision != ratio_to] for where, rows in
               _by_workload(report.rows).items()}  # fmt: skip
-    groups = {where: rows for where, rows in groups.items() if rows}
+    fewest = 1 if ratio_to else 2
+    groups = {where: rows for where, rows in groups.items() if len(rows) >= fewest}
     if not groups:
         return None
     figure, axes = _panels(len(groups))

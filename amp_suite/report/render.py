@@ -17,9 +17,9 @@ from typing import get_args
 
 from markupsafe import Markup, escape
 
-from amp_suite.analysis.answer import WORTHWHILE_GAIN, Accuracy, Answer
+from amp_suite.analysis.answer import UNJUDGED, WORTHWHILE_GAIN, Accuracy, Answer
 from amp_suite.analysis.quantities import ParityVerdict
-from amp_suite.analysis.summary import SummaryRow
+from amp_suite.analysis.summary import SummaryRow, other_baselines
 from amp_suite.analysis.words import (
     at_risk,
     p_value_words,
@@ -33,7 +33,6 @@ from amp_suite.config import NOISY_SPREAD, Status
 from amp_suite.config.precisions import (
     BF16_BASELINE,
     REFERENCE,
-    SPEED_BASELINES,
     precision_order,
 )
 from amp_suite.files import write_whole
@@ -124,6 +123,8 @@ def _answer(report: Report, labels: dict[str, str]) -> Section:
 def _mode_accuracy(answer: Answer) -> str:
     """Accuracy under the mode to train in, the column beside it: fp32, the reference, has nothing to
     keep, and what the faster modes did to accuracy is the sentence's to say."""
+    if answer.accuracy == UNJUDGED:  # whichever mode: no accuracy was judged, and the row must say so
+        return f"speed only: accuracy {UNJUDGED} ({REFERENCE} did not learn)"
     return "-" if answer.mode in (None, REFERENCE) else f"accuracy {answer.accuracy}"
 
 
@@ -265,13 +266,13 @@ def _machines(report: Report) -> Section:
 
 
 def _machine_rows(report: Report, machine: str, label: str) -> Section:
-    others = [b for b in SPEED_BASELINES if b != report.baseline]  # every other baseline gets a column too
+    mine = [r for r in report.rows if r.machine == machine]
+    others = other_baselines(mine, report.baseline)
     headers = (
         "matrix", "workload", "batch", "variant", "precision", "status", "throughput", "TFLOP/s (MFU)",
         f"speedup vs {report.baseline}", *(f"vs {b}" for b in others), f"memory vs {REFERENCE}",
         "parity (delta / margin, test)", f"to target (vs {REFERENCE})",
     )  # fmt: skip
-    mine = [r for r in report.rows if r.machine == machine]
     energy = any(r.energy_j_per_sample is not None for r in mine)  # GPUs with NVML's energy counter
     headers += ("energy / sample (power)",) if energy else ()
     bounds = any(r.bound is not None for r in mine)  # GPU rows: what set the step's pace

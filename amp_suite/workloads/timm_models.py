@@ -7,7 +7,7 @@ from torch import nn
 
 from amp_suite.data import TensorData
 from amp_suite.workloads.base import require
-from amp_suite.workloads.resnet import ImageClassifier
+from amp_suite.workloads.resnet import ImageClassifier, for_short_runs
 
 timm = require("timm", "timm")
 
@@ -22,7 +22,7 @@ class TimmWorkload(ImageClassifier):
         # config's image size; the others take any size and would refuse the argument.
         fixed = timm.models.get_pretrained_cfg_value(c.model, "fixed_input_size")
         sized = {"img_size": c.image_size} if fixed else {}
-        return timm.create_model(c.model, pretrained=False, num_classes=c.num_classes, **sized)
+        return for_short_runs(timm.create_model(c.model, pretrained=False, num_classes=c.num_classes, **sized))
 
 
 WORKLOAD = TimmWorkload

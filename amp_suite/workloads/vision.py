@@ -7,17 +7,17 @@ from torch import nn
 
 from amp_suite.data import TensorData
 from amp_suite.workloads.base import require
-from amp_suite.workloads.resnet import ImageClassifier
+from amp_suite.workloads.resnet import ImageClassifier, for_short_runs
 
 tv_models = require("torchvision.models", "torchvision")
 
 
 class TorchvisionWorkload(ImageClassifier):
     """Randomly initialised, with the base's AdamW: ViTs and ConvNeXts do not train on the ResNet
-    recipe's SGD at 0.1."""
+    recipe's SGD at 0.1; BatchNorm statistics that follow a short run (resnet.for_short_runs)."""
 
     def build_model(self, train: TensorData) -> nn.Module:
-        return tv_models.get_model(self.config.model, weights=None, num_classes=self.config.num_classes)
+        return for_short_runs(tv_models.get_model(self.config.model, weights=None, num_classes=self.config.num_classes))
 
 
 WORKLOAD = TorchvisionWorkload

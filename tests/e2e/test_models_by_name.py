@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import transformers
 import yaml
-from conftest import amp_suite, read_records
+from conftest import amp_suite, assert_one_step_figure, read_records
 
 from amp_suite.cli.preflight import check_workloads
 from amp_suite.config import ConfigError, load_matrix
@@ -60,6 +60,7 @@ def test_models_named_from_torchvision_timm_and_transformers_run_to_an_answer_of
     ]
     done, out = run_matrix(tmp_path, workloads)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert_one_step_figure(read_records(out))
     records = {(r["workload"], r["precision"]): r for r in read_records(out)}
     metrics = {"mobilenet_v3_small": "val_accuracy", "vit_tiny_patch16_224": "val_accuracy",
                "tiny-llama": "val_perplexity", "llama-cls": "val_accuracy", "tiny-bert": "val_mlm_accuracy",

@@ -15,7 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXPERIMENTS, amp_suite, embedded, nested_runs, read_records, start_amp_suite
+from conftest import (
+    EXPERIMENTS,
+    amp_suite,
+    assert_one_step_figure,
+    embedded,
+    nested_runs,
+    read_records,
+    start_amp_suite,
+)
 
 from mlflow import MlflowClient
 
@@ -73,6 +81,7 @@ def test_smoke_matrix_covers_everything_within_three_minutes_report_included(smo
     # Nothing the run started (its forkserver) holds the output open after it: `| tee` ends with it.
     assert output_outlived_exit_s < 1.0, f"its output ended {output_outlived_exit_s:.2f}s after it exited"
     records = read_records(out)
+    assert_one_step_figure(records)
     cells = {(r["workload"], r["precision"]): r for r in records if r["compile"] == "off"}
     assert len(cells) == 5 * 6 and len(records) == 5 * 6 + 6  # and the MLP compiled, in every precision
     compiled = [r for r in records if r["compile"] == "default"]

@@ -196,3 +196,52 @@ def test_a_slower_mode_that_loses_accuracy_is_not_called_faster():
     answer = answer_of(A100, {"fp32": three(1000.0), "bf16": three(500.0, accuracy=0.8)})
     assert answer.mode == "fp32" and "bf16 runs at 0.50x fp32's speed but loses accuracy" in answer.sentence
     assert "faster but" not in answer.sentence
+
+
+NO_AMP_CPU = CPU.model_copy(update={"host": "fixture-cpu-no-amp", "fast_bf16": False, "fast_fp16": False})
+
+
+def _with_skips(machine, statuses: dict[str, str]) -> list:
+    """fp32 measured, and every other precision ended with the status given (reason: the rule's)."""
+    from amp_suite.config import Matrix
+    from amp_suite.records.results import CellRecord
+
+    spec = {"name": "fixture", "steps": 10, "precisions": ["fp32", *statuses], "workloads": [MLP]}
+    cells = {c.precision: c for c in Matrix.model_validate(spec).cells(machine.device_type, force=True)}
+    ended = [CellRecord.for_spec(cells[p], status, record_id=f"fixture-{p}-{status}", machine=machine,
+                                 reason=f"fixture: {p} {status}") for p, status in statuses.items()]  # fmt: skip
+    return records(machine, MLP, {"fp32": [(1000.0, 0.9)]}) + ended
+
+
+def test_a_cpu_without_amp_units_whose_modes_were_skipped_is_told_to_stay_in_fp32_with_the_rule_s_reason():
+    (answer,) = build_report(_with_skips(NO_AMP_CPU, {"bf16": "skipped", "fp16": "skipped"}), []).answer
+    assert (answer.verdict, answer.mode, answer.rule, answer.seeds) == ("stay", "fp32", "fp32", 1)
+    assert answer.sentence == (
+        "stay in fp32: this CPU has neither native bf16 nor fp16: autocast would be emulated (fp16, bf16 skipped);"
+        " `amp-suite run --force` measures the emulation anyway"
+    )
+
+
+def test_only_fp32_finished_is_no_answer_where_a_mode_failed_or_the_device_has_amp_units():
+    (failed,) = build_report(_with_skips(NO_AMP_CPU, {"bf16": "skipped", "fp16": "failed"}), []).answer
+    assert failed.verdict == "no answer" and failed.sentence.startswith("no answer: no mode but fp32 finished")
+    (capable,) = build_report(_with_skips(CPU, {"bf16": "skipped"}), []).answer  # the rule says bf16 here
+    assert capable.verdict == "no answer" and capable.mode is None
+
+
+def test_where_fp32_did_not_learn_the_answer_says_speed_only_on_the_sentence_and_the_report_row():
+    from amp_suite.report.render import sections
+
+    made = records(CPU, MLP, {"fp32": three(1000.0, accuracy=0.1), "bf16": three(1900.0, accuracy=0.1)})
+    made = [r.model_copy(update={"val_metric_chance": 0.1}) for r in made]
+    report = build_report(made, [])
+    (answer,) = report.answer
+    assert (answer.mode, answer.accuracy) == ("bf16", "not judged")
+    assert answer.sentence.startswith("speed only: accuracy not judged (fp32 did not learn: ")
+    (row,) = sections(report)[0].rows  # The answer: its accuracy column
+    assert row[5] == "speed only: accuracy not judged (fp32 did not learn)"
+
+
+def test_only_tf32_skipped_beside_fp32_is_no_answer_even_where_the_rule_says_fp32():
+    (answer,) = build_report(_with_skips(NO_AMP_CPU, {"tf32": "skipped"}), []).answer  # no AMP mode was in question
+    assert answer.verdict == "no answer" and answer.sentence == "no answer: no mode but fp32 finished (tf32 skipped)"

@@ -304,3 +304,12 @@ def test_each_axis_has_one_registry_that_the_rest_derive_from():
         module = importlib.import_module(config.module)
         assert module.measure_benchmark if config.kernel_benchmark else module.WORKLOAD  # it measures, or trains it
         assert config.data_sources and config.throughput_unit
+
+
+def test_an_hf_model_learns_from_random_weights_at_1e_3_and_is_fine_tuned_at_1e_4():
+    from amp_suite.config.workloads import HfConfig
+
+    base = {"workload": "hf", "model": "org/name", "batch_sizes": [4]}
+    assert HfConfig.model_validate(base).lr == 1e-3
+    assert HfConfig.model_validate({**base, "pretrained": True}).lr == 1e-4
+    assert HfConfig.model_validate({**base, "pretrained": True, "lr": 3e-4}).lr == 3e-4  # a given one stays

@@ -554,3 +554,22 @@ def test_a_float8_benchmark_on_a_cpu_is_shown_and_never_judged():
     assert result.verdict == "not judged" and "CPU times" in result.why and result.measured == pytest.approx(1 / 3)
     (answer,) = report.answer
     assert answer.verdict == "no answer" and answer.sentence.startswith("not judged: on a CPU")
+
+
+def test_a_two_mode_run_has_no_column_that_repeats_its_speedup_upside_down():
+    from amp_suite.report.render import to_markdown
+
+    made = records(A100, MLP, {"fp32": three(1000.0), "bf16": three(2000.0)})
+    assert "| speedup vs fp32 | memory vs fp32 |" in to_markdown(build_report(made, []), [])
+
+
+def test_a_figure_whose_every_panel_would_hold_one_bar_is_left_out():
+    """fp32 alone finished: its peak memory as a lone bar compares nothing. Its speedup figure has no
+    bars at all. With bf16 beside it, both figures are drawn."""
+    from amp_suite.report.figures import draw_figures
+
+    alone = records(CPU, MLP, {"fp32": three(1000.0)})
+    assert draw_figures(build_report(alone, []), alone) == []  # (these records carry no loss curves)
+    both = records(CPU, MLP, {"fp32": three(1000.0), "bf16": three(1500.0)})
+    names = [f.name for f in draw_figures(build_report(both, []), both)]
+    assert {"speedup.png", "peak_memory.png"} <= set(names)
