@@ -124,6 +124,35 @@ def test_nothing_past_the_record_names_a_workload_or_a_precision():
     assert not found, "\n".join(found)
 
 
+STATUS_HOME = "amp_suite.config.base"  # Status, and a constant for each of its values
+NOT_A_CELL_STATUS = {  # the same word, meaning something else: (module, the literal)
+    ("amp_suite.records.invocations", "interrupted"),  # how an invocation ended
+    ("amp_suite.cell.ddp.launch", "oom"),  # a rank's report: did it run out of memory
+    ("amp_suite.cell.ddp.rank", "oom"),
+    ("amp_suite.tracking.empty_store", "ok"),  # SQLite's answer to PRAGMA quick_check
+}
+
+
+def test_a_cells_status_is_spelled_only_where_its_constants_are():
+    """Each status a cell ends in ("ok", "skipped", ...) is written once, as config.base's constants;
+    every module that decides or reads one uses them (issue 54), so a typo is a NameError, not a
+    branch that never runs."""
+    from typing import get_args
+
+    from amp_suite.config import base
+
+    statuses = set(get_args(base.Status))
+    assert statuses == {base.OK, base.SKIPPED, base.FAILED, base.DIVERGED, base.OOM, base.INTERRUPTED}
+    spelled = [
+        f"{name}:{node.lineno}: {node.value!r}"
+        for name, tree in modules().items()
+        if name != STATUS_HOME
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in statuses and (name, node.value) not in NOT_A_CELL_STATUS
+    ]
+    assert not spelled, "\n".join(spelled)
+
+
 ORCHESTRATION = ("amp_suite.execution", "amp_suite.cli")  # runs cells; a cell never reaches back into it
 PARENT_SIDE = (*ORCHESTRATION, "amp_suite.records", "amp_suite.analysis")
 CHILD_SIDE = ("amp_suite.cell", "amp_suite.instruments")

@@ -14,6 +14,7 @@ from enum import IntEnum
 from amp_suite.analysis.quantities import FAIL, INVALID
 from amp_suite.analysis.summary import BASELINE, SummaryRow
 from amp_suite.config import Expectation
+from amp_suite.config.base import OK, SKIPPED
 from amp_suite.records.results import CellRecord
 
 
@@ -50,7 +51,7 @@ def judge(records: Sequence[CellRecord], summary: Sequence[SummaryRow], expect: 
             (held if record.status == wanted else unexpected).append(
                 f"{record.cell_id}: status {record.status} (expected {wanted})"
             )
-        elif record.status not in ("ok", "skipped"):
+        elif record.status not in (OK, SKIPPED):
             failed.append(f"{record.cell_id}: {record.status}: {record.reason or 'no reason recorded'}")
     for row in summary:
         if row.precision == BASELINE or _covered(expect, row.workload, row.precision, "status"):
@@ -80,4 +81,4 @@ def _declared(expect: Sequence[Expectation], workload: str, precision: str, fiel
 def _covered(expect: Sequence[Expectation], workload: str, precision: str, field: str) -> bool:
     """A cell expected to end other than ok has no parity to keep (a diverged run fails it)."""
     wanted = _declared(expect, workload, precision, field)
-    return wanted is not None and wanted != "ok"
+    return wanted is not None and wanted != OK

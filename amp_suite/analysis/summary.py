@@ -28,6 +28,7 @@ from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio
 from amp_suite.analysis.speedup import contrasts, interval, sequential_ratio
 from amp_suite.analysis.time_to_target import TimeToTarget, time_to_target
 from amp_suite.config import AUTO_BATCH, ParityConfig
+from amp_suite.config.base import DIVERGED, FAILED, INTERRUPTED, OK, OOM, SKIPPED
 from amp_suite.config.matrix import LEGACY_PARITY_METHOD
 from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, precision_order
 from amp_suite.config.recorded import metric_label_of, recorded_workload
@@ -287,7 +288,7 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
     found = {name: _speedup(group, base, name, itself=name == precision) for name, base in bases.items()}
     speedups = {name: over for name, over in found.items() if over is not None}
     fp32 = bases[BASELINE]
-    ok = [r for r in group if r.status == "ok"]
+    ok = [r for r in group if r.status == OK]
     searched = group[0].config.get("batch_size") == AUTO_BATCH  # batch_sizes auto: each at its largest
     fp32_batch = mean_of(_per_seed(fp32, "batch_size").values())
     windows = [w * per_sample for r in ok for i, w in enumerate(r.throughput_windows) if i not in _aside(r)]
@@ -371,7 +372,7 @@ def _mean_step_ms(group: list[CellRecord]) -> float | None:
     mean over seeds: what a cell's idle share is a share of."""
     steps = {}
     for record in group:
-        if record.status == "ok" and record.throughput and record.batch_size:
+        if record.status == OK and record.throughput and record.batch_size:
             samples = (record.world_size or 1) * record.batch_size
             steps.setdefault(record.seed, []).append(samples * 1e3 / record.throughput)
     return mean_of(statistics.fmean(values) for values in steps.values())
@@ -405,7 +406,7 @@ def _speedup(group: list[CellRecord], baseline: list[CellRecord], name: str, its
 
 
 def _ok_of_seed(group: list[CellRecord], seed: int) -> list[CellRecord]:
-    return [r for r in group if r.status == "ok" and r.seed == seed and r.throughput is not None]
+    return [r for r in group if r.status == OK and r.seed == seed and r.throughput is not None]
 
 
 def _against_fp32(precision: str, group: list[CellRecord], fp32: list[CellRecord], rule: ParityConfig):
@@ -428,7 +429,7 @@ def _against_fp32(precision: str, group: list[CellRecord], fp32: list[CellRecord
 def did_not_learn(fp32: list[CellRecord]) -> str | None:
     """Where fp32's validation metric is no better than chance (what the labels' frequencies alone
     score) by LEARNED_BY, what it scored, in words: matching fp32 then says nothing of accuracy."""
-    scored = [r for r in fp32 if r.status == "ok" and r.val_metric is not None and r.val_metric_chance is not None]
+    scored = [r for r in fp32 if r.status == OK and r.val_metric is not None and r.val_metric_chance is not None]
     if not scored:
         return None
     metric = statistics.fmean(r.val_metric for r in scored)
@@ -473,7 +474,7 @@ def _short(values: set[str]) -> str:
 def _parity(group: list[CellRecord], baseline: list[CellRecord], rule: ParityConfig) -> Parity | None:
     """Compare on the seeds both sides finished, so a failed seed can't bias either mean."""
     amp = _per_seed(group, "val_metric")
-    amp |= {r.seed: math.nan for r in group if r.status == "diverged"}  # a diverged run fails parity
+    amp |= {r.seed: math.nan for r in group if r.status == DIVERGED}  # a diverged run fails parity
     fp32 = _per_seed(baseline, "val_metric")
     seeds = sorted(amp.keys() & fp32.keys())
     higher_is_better = next((r.val_higher_is_better for r in group if r.val_higher_is_better is not None), True)
@@ -489,7 +490,7 @@ def _per_seed(group: list[CellRecord], field: str, scale: float = 1.0) -> dict[i
     values: dict[int, list[float]] = {}
     for record in group:
         value = getattr(record, field)
-        if record.status == "ok" and value is not None:
+        if record.status == OK and value is not None:
             values.setdefault(record.seed, []).append(value * scale)
     return {seed: statistics.fmean(v) for seed, v in values.items()}
 
@@ -524,7 +525,7 @@ def _kernel_benchmark(record: CellRecord) -> bool:
 
 def _status(group: list[CellRecord]) -> str:
     statuses = {r.status for r in group}
-    for status in ("failed", "interrupted", "oom", "diverged", "skipped"):
+    for status in (FAILED, INTERRUPTED, OOM, DIVERGED, SKIPPED):
         if status in statuses:
             return status
-    return "ok"
+    return OK

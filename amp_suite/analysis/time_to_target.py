@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from amp_suite.analysis.ratios import paired_ratio, ratio_interval
 from amp_suite.config import TargetConfig
+from amp_suite.config.base import DIVERGED, OK
 from amp_suite.records.results import CellRecord, EvalPoint, first_reaching
 
 
@@ -48,7 +49,7 @@ def time_to_target(group: Sequence[CellRecord], fp32: Sequence[CellRecord]) -> T
     """This precision's time to its workload's target, against fp32's records of the same setup.
     None where the workload declares no target, or fp32 has no final metric to derive it from."""
     config = _target_config(group)
-    evaluated = [r for r in group if r.eval_curve and r.status in ("ok", "diverged")]
+    evaluated = [r for r in group if r.eval_curve and r.status in (OK, DIVERGED)]
     if config is None or not evaluated:
         return None
     higher = next((r.val_higher_is_better for r in evaluated if r.val_higher_is_better is not None), True)
@@ -84,7 +85,7 @@ def _resolve(config: TargetConfig, fp32: Sequence[CellRecord], higher: bool) -> 
     name = next((r.val_metric_name for r in fp32 if r.val_metric_name), None) or "the validation metric"
     if config.value is not None:
         return config.value, config.describe(name)
-    finals = [r.val_metric for r in fp32 if r.status == "ok" and r.val_metric is not None]
+    finals = [r.val_metric for r in fp32 if r.status == OK and r.val_metric is not None]
     if not finals or config.of_fp32 is None:
         return None
     mean = statistics.fmean(finals)
@@ -94,7 +95,7 @@ def _resolve(config: TargetConfig, fp32: Sequence[CellRecord], higher: bool) -> 
 
 def crossing(record: CellRecord, target: float) -> EvalPoint | None:
     """The run's first evaluation at or past the target; None where it ended short or did not finish."""
-    if record.status != "ok":
+    if record.status != OK:
         return None
     higher = record.val_higher_is_better if record.val_higher_is_better is not None else True
     return first_reaching(record.eval_curve, target, higher)
@@ -104,7 +105,7 @@ def _seconds_by_seed(records: Sequence[CellRecord], target: float) -> dict[int, 
     """Each evaluated seed's mean time to target over its runs (hosts), None unless every run reached it."""
     runs: dict[int, list[EvalPoint | None]] = {}
     for record in records:
-        if record.eval_curve and record.status in ("ok", "diverged"):
+        if record.eval_curve and record.status in (OK, DIVERGED):
             runs.setdefault(record.seed, []).append(crossing(record, target))
     return {
         seed: None if None in points else statistics.fmean(p.train_s for p in points)  # type: ignore[union-attr]

@@ -24,6 +24,7 @@ from amp_suite.cell.pipeline import (
 from amp_suite.cell.precision import PrecisionPolicy, make_policy
 from amp_suite.cell.turns import ALONE, Turns
 from amp_suite.config import CellSpec
+from amp_suite.config.base import DIVERGED, FAILED, OK, OOM, SKIPPED
 from amp_suite.hardware import environment
 from amp_suite.hardware.peaks import utilisation
 from amp_suite.hardware.probe import probe
@@ -54,27 +55,27 @@ def run_cell(
             probed({"device_name": caps.name, "environment": env, "machine": fields["machine"].model_dump(mode="json")})
         impossible = unsupported_axes(spec, device)  # not a matter of speed: --force can't run these
         if impossible:
-            return CellRecord.for_spec(spec, "skipped", impossible, **fields)
+            return CellRecord.for_spec(spec, SKIPPED, impossible, **fields)
         policy = make_policy(spec.precision, device.type)  # for the check and the global numerics
         unsupported = policy.unsupported_reason(caps) or policy.unsupported_compile(spec.compile)
         if unsupported and not spec.force:
-            return CellRecord.for_spec(spec, "skipped", unsupported, **fields)
+            return CellRecord.for_spec(spec, SKIPPED, unsupported, **fields)
         with policy.numerics() as fp32_math, cudnn_autotune(device):
             fields.update(_measure_for(spec, turns)(spec, device, progress), fp32_math=fp32_math)
         fields.update(utilisation(caps.type, caps.name, spec.precision, fields["tflops"], spec.gpus))
-        status, reason = "ok", f"forced despite: {unsupported}" if unsupported else None
+        status, reason = OK, f"forced despite: {unsupported}" if unsupported else None
         if fields.get("nonfinite_step") is not None:
-            status, reason = "diverged", fields["nonfinite_site"]
+            status, reason = DIVERGED, fields["nonfinite_site"]
         return CellRecord.for_spec(spec, status, reason, duration_s=time.perf_counter() - clock, **fields)
     except torch.OutOfMemoryError as exc:  # a batch that does not fit is a result, with the memory figures
         traceback.print_exc()
         fields.update(memory_at_oom(device, exc))
         reason = f"out of memory at batch {spec.batch_size}: {describe_error(exc, limit=400)}"
-        return CellRecord.for_spec(spec, "oom", reason, duration_s=time.perf_counter() - clock, **fields)
+        return CellRecord.for_spec(spec, OOM, reason, duration_s=time.perf_counter() - clock, **fields)
     except Exception as exc:  # a failing cell is recorded and the matrix goes on
         traceback.print_exc()  # to the cell's log; the record gets one line
         reason = describe_error(exc, limit=500)
-        return CellRecord.for_spec(spec, "failed", reason, duration_s=time.perf_counter() - clock, **fields)
+        return CellRecord.for_spec(spec, FAILED, reason, duration_s=time.perf_counter() - clock, **fields)
 
 
 def unsupported_axes(spec: CellSpec, device: torch.device) -> str | None:

@@ -29,6 +29,7 @@ from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED,
 from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput, other_baselines
 from amp_suite.analysis.words import gap_words, interval_words, p_value_words, ratio_words, times
 from amp_suite.config import CellSpec
+from amp_suite.config.base import DIVERGED, FAILED, INTERRUPTED, OK, OOM, SKIPPED
 from amp_suite.config.precisions import REFERENCE
 from amp_suite.execution.pace import SLOW_S, MatrixPace, Pace, step_words, words_for
 from amp_suite.records.results import CellRecord
@@ -37,8 +38,8 @@ from amp_suite.text import plain, printable
 # Not a terminal (a pipe, a log, `docker run` without -t): no bars are drawn, so a running cell says
 # where it is in a plain line this often; a forced emulated cell was otherwise silent for 10 minutes.
 PIPED_LINE_S = 30.0
-STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "diverged": "magenta", "oom": "red",
-                "interrupted": "yellow"}  # fmt: skip
+STATUS_STYLE = {OK: "green", SKIPPED: "yellow", FAILED: "red", DIVERGED: "magenta", OOM: "red",
+                INTERRUPTED: "yellow"}  # fmt: skip
 
 
 class PaceColumn(ProgressColumn):

@@ -118,8 +118,7 @@ def summary(
     """Reprint the summary tables and the answer from the records, at the terminal's width.
 
     Reads only results.jsonl: no torch, no MLflow, nothing written."""
-    from amp_suite.analysis.answer import answers
-    from amp_suite.analysis.summary import summarize
+    from amp_suite.analysis.conclusion import Conclusion
     from amp_suite.cli.display import print_answer, print_summary
     from amp_suite.report.sources import check_sources, gather
 
@@ -133,11 +132,10 @@ def summary(
     records = gathered.records
     if gathered.unreadable:
         warn(f"{gathered.unreadable} unreadable line(s) skipped")
-    rows = summarize(records)
+    conclusion = Conclusion.of(records)
     kinds = sorted({r.peak_memory_kind for r in records if r.peak_memory_kind})
-    print_summary(console, rows, f"{len(records)} records", ", ".join(kinds) or None)
-    machines = {r.machine.key: r.machine for r in records if r.machine}
-    print_answer(console, answers(rows, machines), {key: m.label for key, m in machines.items()})
+    print_summary(console, conclusion.rows, f"{len(records)} records", ", ".join(kinds) or None)
+    print_answer(console, conclusion.answers, conclusion.labels)
 
 
 def _unread(gathered) -> str:

@@ -185,7 +185,6 @@ def deployment_environment() -> dict[str, object]:
 def _run_matrix(
     matrix: Matrix, cells, text: str, out: Path, tracking_uri, experiment: str, resume: bool, executor: Executor
 ) -> None:
-    from amp_suite.analysis.answer import answers
     from amp_suite.cli.display import RichDisplay, print_answer, print_outcome, print_summary
     from amp_suite.execution.runner import MatrixRunner
     from amp_suite.records.jsonl import LineWriteError
@@ -210,7 +209,7 @@ def _run_matrix(
             runner = MatrixRunner(
                 matrix, cells, directory, tracker, display, resume, deployment_environment(), _reporter(out), executor
             )
-            records, summary, outcome = runner.run(experiment, text)
+            conclusion, outcome = runner.run(experiment, text)
     except ConfigError as exc:  # the folder is busy or can't be written
         raise fail(str(exc)) from None
     except (TrackingError, ConnectionError) as exc:
@@ -220,10 +219,10 @@ def _run_matrix(
     except KeyboardInterrupt as exc:
         stopped_by = signal_of(exc)
         raise fail(_stopped(stopped_by, runner.recorded if runner else 0, directory), 128 + stopped_by) from None
+    records = conclusion.records
     kinds = sorted({r.peak_memory_kind for r in records if r.peak_memory_kind})
-    print_summary(console, summary, f"{matrix.name}: {len(records)} cells", ", ".join(kinds) or None)
-    machines = {r.machine.key: r.machine for r in records if r.machine}
-    print_answer(console, answers(summary, machines), {key: m.label for key, m in machines.items()})
+    print_summary(console, conclusion.rows, f"{matrix.name}: {len(records)} cells", ", ".join(kinds) or None)
+    print_answer(console, conclusion.answers, conclusion.labels)
     report = runner.report_folder / "report.html" if runner.report_folder else "not written (see the warning above)"
     say(f"Results: {directory.results.path}   Report: {report}")
     say(f"MLflow: {uri}   (amp-suite ui --out {shlex.quote(str(out))})")
@@ -258,11 +257,12 @@ def _unwritten(exc: OSError, directory: RunDirectory) -> str:
 def _reporter(out: Path):
     """Writes the finished matrix's report into <out>/report (the tracker logs it to the parent)."""
 
-    def write(records) -> Path:
+    def write(conclusion) -> Path:
         from amp_suite.report import load_references, make_report
         from amp_suite.report.render import FORMATS
 
-        make_report(records, load_references(None), REFERENCE, [str(out)], 0, out / "report", FORMATS)
+        records, references = list(conclusion.records), load_references(None)
+        make_report(records, references, REFERENCE, [str(out)], 0, out / "report", FORMATS, conclusion=conclusion)
         return out / "report"
 
     return write

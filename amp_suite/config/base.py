@@ -27,6 +27,7 @@ Device = Literal["cuda", "cpu"]
 # oom: the batch did not fit in device memory; interrupted: a stop ended the cell mid-run (its finished
 # windows kept, never taken for a result: --resume runs it again)
 Status = Literal["ok", "skipped", "failed", "diverged", "oom", "interrupted"]
+# Each status spelled once: every module that decides or reads one imports these (tests/test_layout.py).
 OK, SKIPPED, FAILED, DIVERGED, OOM, INTERRUPTED = "ok", "skipped", "failed", "diverged", "oom", "interrupted"
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from amp_suite.config import CellSpec
+from amp_suite.config.base import DIVERGED, OK, OOM, SKIPPED
 from amp_suite.records.results import BatchSearch, CellRecord
 
 START = 8  # the first probe; halved down to 1 if even this does not fit
@@ -75,13 +76,13 @@ class _Probes:
         short = {"batch_size": batch, "steps": PROBE_STEPS}
         record = self.probe(self.spec.model_copy(update=short))
         self.tried.append((batch, record.status))
-        if record.status in ("ok", "diverged"):  # diverged: it ran, so it fitted
+        if record.status in (OK, DIVERGED):  # diverged: it ran, so it fitted
             # `samples` only caps real data (digits has 1,437 training samples): a batch can't be larger.
             self.limit = min(self.limit, record.train_samples or self.limit)
             return True
-        if record.status == "oom":
+        if record.status == OOM:
             return False
-        if record.status == "skipped":  # the device can't run this cell at any batch (bf16 on a V100)
+        if record.status == SKIPPED:  # the device can't run this cell at any batch (bf16 on a V100)
             self.skipped = record.reason or "skipped, no reason recorded"
         else:
             self.failure = f"probe at batch {batch}: {record.status}: {record.reason or 'no reason recorded'}"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from amp_suite.config import CellSpec, ConfigError
+from amp_suite.config.base import FAILED
 from amp_suite.execution.worker import Cancelled
 from amp_suite.records.finish import finished
 from amp_suite.records.results import CellRecord, describe_error
@@ -177,4 +178,4 @@ class NoNodeLeft(Exception):
 
 
 def _lost(spec: CellSpec, exc: Exception) -> CellRecord:
-    return CellRecord.for_spec(spec, "failed", f"lost on the Ray cluster: {describe_error(exc, limit=300)}")
+    return CellRecord.for_spec(spec, FAILED, f"lost on the Ray cluster: {describe_error(exc, limit=300)}")

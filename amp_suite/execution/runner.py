@@ -20,10 +20,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+from amp_suite.analysis.conclusion import Conclusion
 from amp_suite.analysis.outcome import Outcome, judge
-from amp_suite.analysis.summary import SummaryRow, summarize
 from amp_suite.config import AUTO_BATCH, CellSpec, Matrix
-from amp_suite.config.base import window_edges
+from amp_suite.config.base import FAILED, INTERRUPTED, OK, OOM, SKIPPED, window_edges
 from amp_suite.execution import batch_search
 from amp_suite.execution.batch_search import search_batch
 from amp_suite.execution.executors import Executor, OnThisBox, Progress, RunOne
@@ -31,14 +31,14 @@ from amp_suite.execution.scheduler import Scheduler
 from amp_suite.execution.side_by_side import SideBySide, comparisons, why_alone
 from amp_suite.execution.watchdog import Watch
 from amp_suite.records.finish import finished
-from amp_suite.records.invocations import Ending, InvocationStarted, new_id
+from amp_suite.records.invocations import SIGNALLED, Ending, InvocationStarted, new_id
 from amp_suite.records.jsonl import LineWriteError
 from amp_suite.records.results import BatchSearch, CellRecord, describe_error
 from amp_suite.records.rundir import RunDirectory
 from amp_suite.signals import signal_of
 from amp_suite.tracking import Tracker
 
-Reporter = Callable[[list[CellRecord]], Path]
+Reporter = Callable[[Conclusion], Path]
 
 
 class Display(Protocol):
@@ -106,12 +106,14 @@ class MatrixRunner:
             self.display.warn(f"{unreadable} unreadable line(s) in {self.directory.results.path} were skipped")
         if not self.resume:
             return self.cells, []
-        done = {record.resume_key: record for record in previous if record.status == "ok"}
+        done = {record.resume_key: record for record in previous if record.status == OK}
         keys = [(spec.cell_id, spec.config_hash) for spec in self.cells]
         todo = [spec for spec, key in zip(self.cells, keys, strict=True) if key not in done]
         return todo, [done[key] for key in keys if key in done]
 
-    def run(self, experiment: str, matrix_text: str) -> tuple[list[CellRecord], list[SummaryRow], Outcome]:
+    def run(self, experiment: str, matrix_text: str) -> tuple[Conclusion, Outcome]:
+        """The matrix's conclusion, worked out once as it ends and handed to the tracker and the report, and
+        its outcome."""
         todo, records = self.plan()
         invocation = InvocationStarted.now(
             experiment, matrix_text, self.matrix.model_dump(mode="json"), len(todo), [r.identity for r in records]
@@ -124,12 +126,12 @@ class MatrixRunner:
             started = True
             self.display.begin(len(todo), len(records))
             records += self._run_cells(todo, invocation.invocation_id)
-            summary = summarize(records)
-            outcome = judge(records, summary, self.matrix.expect)
-            self.report_folder, unwritten = self._report(records)
+            conclusion = Conclusion.of(records)
+            outcome = judge(records, conclusion.rows, self.matrix.expect)
+            self.report_folder, unwritten = self._report(conclusion)
             if unwritten is not None:
                 outcome = outcome.unwritten(unwritten)
-            self.tracker.finish(summary, outcome, self.report_folder)
+            self.tracker.finish(conclusion, outcome, self.report_folder)
         except BaseException as exc:
             ending, why = _how_it_stopped(exc)
             if isinstance(exc, KeyboardInterrupt):
@@ -139,7 +141,7 @@ class MatrixRunner:
                 self._end(invocation.invocation_id, ending, why)
             raise
         self._end(invocation.invocation_id, "finished")
-        return records, summary, outcome
+        return conclusion, outcome
 
     def _run_cells(self, todo: list[CellSpec], invocation_id: str) -> list[CellRecord]:
         slots = self.executor.prepare(todo)
@@ -179,7 +181,7 @@ class MatrixRunner:
         for spec in todo:
             if reasons[spec.cell_id]:  # recorded, not dropped: the summary shows why it is missing
                 start(spec)
-                finish(spec, Ran(CellRecord.for_spec(spec, "skipped", reasons[spec.cell_id])))
+                finish(spec, Ran(CellRecord.for_spec(spec, SKIPPED, reasons[spec.cell_id])))
         runnable = [spec for spec in todo if not reasons[spec.cell_id]]
         Scheduler(slots).run(runnable, start, launch, finish, self.display.cell_progress)
         return [done[spec.cell_id] for spec in todo]
@@ -247,7 +249,7 @@ class MatrixRunner:
             watch, spec = running.watch, running.spec
             measured = f"{len(watch.windows)} window(s) measured" if watch.windows else "no window measured"
             reason = f"interrupted by {signal_name} in {watch.where()}: {measured}; --resume runs it again"
-            record = CellRecord.for_spec(spec, "interrupted", reason, **watch.probed, throughput_windows=watch.windows)
+            record = CellRecord.for_spec(spec, INTERRUPTED, reason, **watch.probed, throughput_windows=watch.windows)
             log = {"log_path": str(self.directory.log_path(spec.cell_id))}
             record = finished(record, {"worker": log, "runner": self._completion(record, *running.ids, invocation_id)})
             try:
@@ -262,12 +264,12 @@ class MatrixRunner:
             return Ran(run(spec, progress))
         unsupported = batch_search.unsupported_reason(spec.device)
         if unsupported:
-            return Ran(CellRecord.for_spec(spec, "skipped", unsupported))
+            return Ran(CellRecord.for_spec(spec, SKIPPED, unsupported))
         search = self._search(spec, run, progress)
         if search.skipped:  # no batch runs here (bf16 on a V100): the cell says why, as a fixed batch would
-            return Ran(CellRecord.for_spec(spec, "skipped", search.skipped, batch_search=search))
+            return Ran(CellRecord.for_spec(spec, SKIPPED, search.skipped, batch_search=search))
         if search.found is None:
-            status, reason = ("failed", search.failure) if search.failure else ("oom", "not even batch 1 fits")
+            status, reason = (FAILED, search.failure) if search.failure else (OOM, "not even batch 1 fits")
             return Ran(CellRecord.for_spec(spec, status, reason, batch_search=search))
         record = run(spec.model_copy(update={"batch_size": search.found}), progress)
         # The record keeps the cell's identity (batch "auto"), so --resume and the summary find it.
@@ -285,13 +287,13 @@ class MatrixRunner:
                 self._searches[key] = search_batch(spec, spec.workload.samples, probe)
             return self._searches[key]
 
-    def _report(self, records: list[CellRecord]) -> tuple[Path | None, str | None]:
+    def _report(self, conclusion: Conclusion) -> tuple[Path | None, str | None]:
         """(the report's folder, None) or (None, why it was not written). The records are safe
         already, and `amp-suite report` can write it from them once the cause is gone."""
         if self.reporter is None:
             return None, None
         try:
-            return self.reporter(records), None
+            return self.reporter(conclusion), None
         except Exception as exc:
             why = f"report: not written ({describe_error(exc)}); `amp-suite report` writes it from the records"
             self.display.warn(why)
@@ -329,5 +331,5 @@ class MatrixRunner:
 def _how_it_stopped(exc: BaseException) -> tuple[Ending, str]:
     if isinstance(exc, KeyboardInterrupt):
         name = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
-        return "interrupted", f"amp-suite was stopped by {name}"
+        return SIGNALLED, f"amp-suite was stopped by {name}"
     return "stopped", f"amp-suite stopped: {describe_error(exc)}"

@@ -47,7 +47,7 @@ from typing import Literal
 
 from amp_suite.analysis.sequential import UNDECIDED, Decision, StoppingRule, decide
 from amp_suite.config import AUTO_BATCH, CellSpec, Matrix
-from amp_suite.config.base import turns_before_timing, window_edges
+from amp_suite.config.base import OOM, turns_before_timing, window_edges
 from amp_suite.config.precisions import REFERENCE
 from amp_suite.execution.worker import Cancelled
 
@@ -174,7 +174,7 @@ class SideBySide:
         member = self.members[index]
         if member.state == "refused":
             return self._refused
-        if status == "oom" and member.beside:
+        if status == OOM and member.beside:
             others = "cell" if member.beside == 1 else "cells"
             return f"out of memory beside {member.beside} other {others} of its comparison: measured alone, after them"
         return None

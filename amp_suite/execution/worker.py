@@ -38,6 +38,7 @@ from typing import Protocol
 
 import amp_suite
 from amp_suite.config import CellSpec
+from amp_suite.config.base import FAILED
 from amp_suite.execution.cell_process import LEAVE_LIMIT_S, child_main
 from amp_suite.execution.pace import WAITING
 from amp_suite.execution.process_tree import signal_all, signal_group
@@ -158,7 +159,7 @@ def run_isolated(
     else:
         reason = stalled or _died(process.exitcode, log_path)
         # Where it ran, if it got that far, and the windows it finished.
-        record = CellRecord.for_spec(spec, "failed", reason, **watch.probed, throughput_windows=watch.windows)
+        record = CellRecord.for_spec(spec, FAILED, reason, **watch.probed, throughput_windows=watch.windows)
     return finished(record, {"worker": {"log_path": str(log_path)}})
 
 

@@ -23,6 +23,7 @@ from amp_suite.records.results import utc_now
 # finished: the matrix ran to its end; interrupted: a signal stopped it; stopped: an error did
 # (e.g. a full disk); killed: its process died without a word, found by a later run.
 Ending = Literal["finished", "interrupted", "stopped", "killed"]
+SIGNALLED: Ending = "interrupted"  # the word a cell stopped by a signal also ends in (config.base.INTERRUPTED)
 
 
 class _Line(BaseModel):

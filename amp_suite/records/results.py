@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from amp_suite.config import AUTO_BATCH, CellSpec, ParityConfig, Status
-from amp_suite.config.base import MAX_SAMPLES, MAX_STEPS
+from amp_suite.config.base import MAX_SAMPLES, MAX_STEPS, OK
 from amp_suite.records.jsonl import append_line, each_object
 from amp_suite.records.machine import Machine
 from amp_suite.records.schema import declared, fields_of, measured, unit_of
@@ -319,7 +319,7 @@ class CellRecord(BaseModel):
         """An ok cell measured what it says: finite numbers, no amount (a time, a size, a rate, a
         count) below zero, a positive rate. A hand-edited line or a broken instrument would
         otherwise print as a result ("acc inf", -5 MB) and turn every ratio built on it into nonsense."""
-        if self.status != "ok":
+        if self.status != OK:
             return self
         for name in _MEASURED:
             value = getattr(self, name)

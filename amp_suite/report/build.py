@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 import amp_suite
-from amp_suite.analysis.answer import Answer, answers
+from amp_suite.analysis.answer import Answer
+from amp_suite.analysis.conclusion import Conclusion
 from amp_suite.analysis.quantities import INDICATIVE
 from amp_suite.analysis.summary import (
     BASELINE,
@@ -26,7 +27,6 @@ from amp_suite.analysis.summary import (
     machine_key,
     natural_throughput,
     setup_key,
-    summarize,
 )
 from amp_suite.config.precisions import FP8_MODES, TF32_BASELINE
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
@@ -100,11 +100,14 @@ def build_report(
     sources: Sequence[str] = (),
     unreadable: int = 0,
     estimated: Sequence[Estimated] = (),
+    conclusion: Conclusion | None = None,
 ) -> Report:
+    """`conclusion`: the records' own, where the caller has it (a run's); else worked out here."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}")
-    summary = summarize(records)
-    objects = _machine_objects(records)
+    conclusion = conclusion or Conclusion.of(records)
+    summary = conclusion.rows
+    objects = conclusion.machines
     machines = _machines(records, objects)
     ids = {key: entry.id for key, entry in machines.items()}
     configs = _workload_configs(records)
@@ -116,6 +119,7 @@ def build_report(
         ids[key]: Evidence(
             machine=machine,
             rows=[row for row in summary if row.machine == key],
+            answers=conclusion.answers_on(key),
             records=[r for r in records if machine_key(r) == key],
             matmul_heavy=frozenset(s for k, s in heavy if k == key),
             matmul_heavy_workloads=_heavy_names(heavy, by_setup, key),
@@ -132,7 +136,7 @@ def build_report(
         unreadable=unreadable,
         thresholds=thresholds_dict(),
         machines=list(machines.values()),
-        answer=[replace(a, machine=ids[a.machine]) for a in answers(summary, objects)],
+        answer=[replace(a, machine=ids[a.machine]) for a in conclusion.answers],
         rows=[replace(row, machine=ids[row.machine]) for row in summary],
         references=with_estimates(match_references(list(references), objects, summary, configs, ids), list(references)),
         claims=judge_claims(evidence),
@@ -184,14 +188,6 @@ def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:
         needs = " (tf32 needs compute capability 8.0+)" if baseline == TF32_BASELINE else ""
         notes.append(f"no {baseline} run finished{needs}: every speedup against {baseline} is empty")
     return notes
-
-
-def _machine_objects(records: Sequence[CellRecord]) -> dict[str, Machine]:
-    found: dict[str, Machine] = {}
-    for record in records:
-        if record.machine is not None:
-            found.setdefault(record.machine.key, record.machine)
-    return found
 
 
 def _machines(records: Sequence[CellRecord], objects: dict[str, Machine]) -> dict[str, MachineEntry]:

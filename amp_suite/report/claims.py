@@ -15,11 +15,12 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from amp_suite.analysis.answer import NO_ANSWER, answers
+from amp_suite.analysis.answer import NO_ANSWER, Answer
 from amp_suite.analysis.bound import GPU_BOUND
 from amp_suite.analysis.quantities import FAIL, PASS
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.analysis.words import reach_words, times
+from amp_suite.config.base import OK, SKIPPED
 from amp_suite.config.precisions import (
     AMP_MODES,
     BF16_BASELINE,
@@ -74,6 +75,7 @@ class Evidence:
     rows: list[SummaryRow]
     records: list[CellRecord]
     matmul_heavy: frozenset[str]  # the setups whose workload declares itself matmul-heavy (config.workloads)
+    answers: list[Answer]  # this machine's (analysis.conclusion), which the capability rule is judged by
     matmul_heavy_workloads: tuple[str, ...] = ()  # those workloads' names, for the reasons
 
     def ok(self, precisions: Sequence[str]) -> list[SummaryRow]:
@@ -156,7 +158,7 @@ def launch_bound_little_gain(e: Evidence, t: Thresholds) -> Verdict:
 def bf16_keeps_parity(e: Evidence, t: Thresholds) -> Verdict:
     """The AMP modes without a loss scaler (bf16: fp32's range) keep parity."""
     names = "/".join(UNSCALED_AMP_MODES)
-    rows = [r for r in e.rows if r.precision in UNSCALED_AMP_MODES and r.status != "skipped"]
+    rows = [r for r in e.rows if r.precision in UNSCALED_AMP_MODES and r.status != SKIPPED]
     # A failed test whose mean is within the margin shows too few seeds, not a loss: it decides nothing.
     judged = [r for r in rows if r.parity and (r.parity.verdict == PASS or r.parity.lost)]
     if not judged:
@@ -220,7 +222,7 @@ def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
         return NOT_MEASURED, "the records do not say what this device does fast"
     advice = recommend(caps)
     findings, contradicted, unclear = [], False, 0
-    for answer in answers(e.rows, {e.machine.key: e.machine}):
+    for answer in e.answers:
         rows = [r for r in e.rows if r.setup == answer.setup and r.precision in RULE_MODES and r.runs]
         if not rows or not all(e.compute_bound(r) for r in rows) or answer.verdict == NO_ANSWER:
             continue  # the article expects little from AMP on launch-bound models: not the rule's ground
@@ -240,7 +242,7 @@ def capability_rule(e: Evidence, t: Thresholds) -> Verdict:
 
 
 def loss_softmax_float32(e: Evidence, t: Thresholds) -> Verdict:
-    audits = [r for r in e.records if r.precision in AMP_MODES and r.status == "ok" and r.dtype_audit]
+    audits = [r for r in e.records if r.precision in AMP_MODES and r.status == OK and r.dtype_audit]
     if not audits:
         return NOT_MEASURED, f"no dtype audit of an {AMP_NAMES} run"
     lapses, seen, fused = [], set(), set()

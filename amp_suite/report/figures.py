@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from amp_suite.analysis.quantities import Ratio
 from amp_suite.analysis.summary import EAGER, SummaryRow, group_key, variant
 from amp_suite.config import PRECISIONS
+from amp_suite.config.base import DIVERGED, OK
 from amp_suite.config.precisions import precision_order
 from amp_suite.records.results import CellRecord
 from amp_suite.report.build import Report
@@ -219,7 +220,7 @@ def _curves(records, ids, labels, has, values, ylabel, group_by_precision: bool)
 
 
 def _losses(records: Sequence[CellRecord], ids: dict[str, str], labels: dict[str, str]):
-    has = lambda r: bool(r.loss_curve) and r.status in ("ok", "diverged")  # noqa: E731
+    has = lambda r: bool(r.loss_curve) and r.status in (OK, DIVERGED)  # noqa: E731
     return _curves(records, ids, labels, has, lambda r: r.loss_curve, "training loss", True)
 
 

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from amp_suite.analysis.roofline import CellEstimate, Host, StepEstimate, estimate_step, host_range, speedup
 from amp_suite.analysis.summary import group_key, summarize
 from amp_suite.config import CellSpec, ConfigError
+from amp_suite.config.base import OK
 from amp_suite.config.precisions import (
     ARTICLE_MODES,
     BF16_BASELINE,
@@ -354,7 +355,7 @@ def chosen_cells(records: Sequence, entries: list[str]) -> tuple[Chosen, dict[st
     chosen: Chosen = {}
     left_out: dict[str, str] = {}
     for record in records:
-        if record.status != "ok" or record.device != "cuda" or record.world_size:
+        if record.status != OK or record.device != "cuda" or record.world_size:
             continue
         estimable = not not_estimated(record.precision, record.compile) and isinstance(record.batch_size, int)
         measured = spec_of(record) if estimable else None

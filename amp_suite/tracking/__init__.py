@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from amp_suite.analysis.conclusion import Conclusion
 from amp_suite.analysis.outcome import Outcome
-from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config import CellSpec, ConfigError, Matrix
 from amp_suite.records.invocations import Invocation, InvocationStarted
 from amp_suite.records.results import CellRecord, describe_error
@@ -39,8 +39,9 @@ class Tracker(Protocol):
 
     def finish_cell(self, record: CellRecord) -> None: ...
 
-    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome, report: Path | None) -> None:
-        """Log the summary, each cell's verdicts, and the report folder (None: no report)."""
+    def finish(self, conclusion: Conclusion, outcome: Outcome, report: Path | None) -> None:
+        """Log the conclusion (the summary, the answers, each cell's verdicts) and the report folder
+        (None: no report)."""
 
     def abort(self, ending: str, why: str) -> None:
         """Mark whatever is open as killed, saying how the run ended and why."""
@@ -93,8 +94,8 @@ class FailSafeTracker:
     def finish_cell(self, record: CellRecord) -> None:
         self._call(f"log {record.cell_id}", self.tracker.finish_cell, record)
 
-    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome, report: Path | None) -> None:
-        self._call("log the summary", self.tracker.finish, summary, outcome, report)
+    def finish(self, conclusion: Conclusion, outcome: Outcome, report: Path | None) -> None:
+        self._call("log the summary", self.tracker.finish, conclusion, outcome, report)
 
     def abort(self, ending: str, why: str) -> None:
         self._call("mark the interrupted runs killed", self.tracker.abort, ending, why)

@@ -23,6 +23,7 @@ from typing import Any
 from amp_suite.analysis.summary import SummaryRow, natural_throughput
 from amp_suite.analysis.time_to_target import crossing
 from amp_suite.analysis.words import parity_words, ratio_words, target_words, times
+from amp_suite.config.base import OK
 from amp_suite.config.precisions import REFERENCE
 from amp_suite.records.results import CellRecord
 from amp_suite.records.schema import fields_of
@@ -117,7 +118,7 @@ def verdict_diagnostics(record: CellRecord, row: SummaryRow) -> dict[str, Any]:
 def verdict_line(record: CellRecord, row: SummaryRow | None) -> str:
     """The run's description, one line: "bf16 · speedup vs fp32 1.52x [1.40, 1.65] · parity pass
     (...) · peak memory 812 MB (0.71x fp32's)"; a cell that did not finish says how it ended."""
-    if record.status != "ok":
+    if record.status != OK:
         return f"{record.precision} · {record.status}: {record.reason or 'no reason recorded'}"
     if row is None:  # logged before the summary: what the record alone says
         return f"{record.precision} · {_memory(record.peak_memory_mb, None)}"

@@ -25,14 +25,17 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from amp_suite.analysis.answer import INCONCLUSIVE, Answer, answers
+from amp_suite.analysis.answer import INCONCLUSIVE, Answer
+from amp_suite.analysis.conclusion import Conclusion
 from amp_suite.analysis.quantities import FAIL
 from amp_suite.analysis.summary import SummaryRow, group_key
 from amp_suite.analysis.words import ratio_words
+from amp_suite.config.base import DIVERGED, FAILED, INTERRUPTED, OK, OOM, SKIPPED
 from amp_suite.errors import ConfigError
 from amp_suite.paths import shown
 from amp_suite.records.invocations import InvocationStarted
@@ -50,8 +53,8 @@ TAG_COMPLETE = "amp_suite.complete"
 TAG_ENDED_BY = "amp_suite.ended_by"
 PARENT = "mlflow.parentRunId"
 # A skipped cell has no status here: its run is set aside (set_aside).
-RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "diverged": "FAILED", "oom": "FAILED",
-              "interrupted": "KILLED"}  # fmt: skip
+RUN_STATUS = {OK: "FINISHED", FAILED: "FAILED", DIVERGED: "FAILED", OOM: "FAILED",
+              INTERRUPTED: "KILLED"}  # fmt: skip
 # What MLflow 3.x's UI itself reads for its mode is the browser's choice (uri.ui_link), not this tag;
 # the tag says what the experiment is to MLflow's APIs and to a UI that honours it.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
@@ -78,6 +81,16 @@ SOURCE_TAGS = {"mlflow.source.name": "amp-suite", "mlflow.source.type": "LOCAL",
 MAX_METRICS_PER_CALL = 1000  # MlflowClient.log_batch limits
 MAX_TAGS_PER_CALL = 100
 MAX_TAG_LENGTH = 5000  # what every MLflow backend keeps of a tag's value
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a parent run holds: its cells' records (whose statuses it counts), each with a run of its
+    own, by id (their verdicts go there), and when it started (the verdicts' timestamp)."""
+
+    records: Sequence[CellRecord]
+    runs: Sequence[tuple[CellRecord, str]]
+    stamp: str
 
 
 class MlflowStore:
@@ -178,7 +191,7 @@ class MlflowStore:
         """Every cell's run, oldest first: the active ones, and the skipped cells' runs set aside."""
         runs = self.search(experiment_id, deleted_too=True)
         cells = [r for r in runs if TAG_RECORD in r.data.tags]
-        cells = [r for r in cells if r.info.lifecycle_stage == "active" or r.data.tags.get("status") == "skipped"]
+        cells = [r for r in cells if r.info.lifecycle_stage == "active" or r.data.tags.get("status") == SKIPPED]
         return sorted(cells, key=lambda run: run.info.start_time or 0)  # the store returns newest first
 
     def search(self, experiment_id: str, query: str = "", deleted_too: bool = False) -> list[Any]:
@@ -257,7 +270,7 @@ class MlflowStore:
 
     def finish_record(self, run_id: str, record: CellRecord) -> None:
         """The last call for a logged record's run: completed with its status, or set aside if skipped."""
-        if record.status == "skipped":
+        if record.status == SKIPPED:
             self.set_aside(run_id, record)
         else:
             self.complete(run_id, RUN_STATUS[record.status])
@@ -281,7 +294,7 @@ class MlflowStore:
         rows = {(row.machine, row.setup, row.precision): row for row in summary}
         for record, run_id in runs:
             row = rows.get(group_key(record))
-            if row is None or record.status == "skipped":  # a skipped cell's run is set aside: nothing to add
+            if row is None or record.status == SKIPPED:  # a skipped cell's run is set aside: nothing to add
                 continue
             # The speedup with its interval, as a column beside the charted value (cell_view.view_columns).
             tags = {cell_view.SPEEDUP: ratio_words(row.speedup), "noisy": row.noisy, "throttled": row.throttled}
@@ -312,12 +325,24 @@ class MlflowStore:
         tags |= {"machine": record.machine.key, "gpu": record.machine.model_name, "host": host}
         self._batch(run_id, tags=tags)
 
-    def log_overview(self, run_id: str, summary: Sequence[SummaryRow], records: Sequence[CellRecord]) -> None:
+    def conclude(self, run_id: str, conclusion: Conclusion, held: Held, report: Path | None,
+                 ending: tuple[str, dict[str, Any]]) -> None:  # fmt: skip
+        """Finish a parent run, the one way for the live tracker and for sync: the summary, the answer,
+        each child's verdicts, the report (None: none to log), and last its `ending`: (MLflow's
+        status, the tags that say how it ended)."""
+        self.log_summary(run_id, conclusion.rows)
+        self.log_overview(run_id, conclusion, held.records)
+        self.log_verdicts(conclusion.rows, held.runs, held.stamp)
+        if report is not None:
+            self.log_report(run_id, report)
+        self.complete(run_id, *ending)
+
+    def log_overview(self, run_id: str, conclusion: Conclusion, records: Sequence[CellRecord]) -> None:
         """The parent's description opens on the answer: the UI folds a note after its first line or
         two, so the first line is an answer sentence, not a heading. Its counts are tags, not
-        charts: the children's metrics are what the experiment's charts compare."""
-        machines = {r.machine.key: r.machine for r in records if r.machine}
-        found = answers(summary, machines)
+        charts: the children's metrics are what the experiment's charts compare. `records`: the
+        cells this parent holds, whose statuses it counts."""
+        summary, found = conclusion.rows, conclusion.answers
         lines = overview_lines(found) or ["No answer: no cell finished to compare with fp32."]
         note = "\n\n".join([*lines, "_amp-suite: every mode is compared with fp32, the reference._"])
         tags: dict[str, Any] = {MLFLOW_NOTE: note[:MAX_TAG_LENGTH]}
@@ -327,7 +352,7 @@ class MlflowStore:
             "inconclusive_answers": sum(1 for a in found if a.verdict == INCONCLUSIVE),
         }
         tags |= {f"cells_{status}": count for status, count in Counter(r.status for r in records).items()}
-        skipped = "; ".join(f"{r.cell_id}: {r.reason}" for r in records if r.status == "skipped")
+        skipped = "; ".join(f"{r.cell_id}: {r.reason}" for r in records if r.status == SKIPPED)
         tags["skipped_cells"] = skipped[:MAX_TAG_LENGTH] or "none"
         self._batch(run_id, tags=tags)
 

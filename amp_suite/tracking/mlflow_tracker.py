@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from amp_suite.analysis.conclusion import Conclusion
 from amp_suite.analysis.outcome import ExitCode, Outcome
-from amp_suite.analysis.summary import SummaryRow
 from amp_suite.config import CellSpec, Matrix
 from amp_suite.records.invocations import Invocation, InvocationStarted
 from amp_suite.records.results import CellRecord
-from amp_suite.tracking.mlflow_store import MLFLOW_NOTE, MlflowStore
+from amp_suite.tracking.mlflow_store import MLFLOW_NOTE, Held, MlflowStore
 from amp_suite.tracking.relocate import ARTIFACTS
 from amp_suite.tracking.system_metrics import SystemMetrics
 
@@ -66,18 +66,14 @@ class MlflowTracker:
             self.store.describe_parent(self.parent_id, record, self.invocation.matrix, self.invocation.at)
         self.logged.append(record)
 
-    def finish(self, summary: Sequence[SummaryRow], outcome: Outcome, report: Path | None) -> None:
+    def finish(self, conclusion: Conclusion, outcome: Outcome, report: Path | None) -> None:
         assert self.invocation is not None and self.parent_id is not None, "start() first"
         self._stop_system_metrics()
-        self.store.log_summary(self.parent_id, summary)
-        self.store.log_overview(self.parent_id, summary, self.logged)
         runs = [(record, record.tracker_run_id) for record in self.logged if record.tracker_run_id]
-        self.store.log_verdicts(summary, runs, self.invocation.at)
-        if report is not None:
-            self.store.log_report(self.parent_id, report)
         # Cells that failed are the matrix's findings; a report that could not be written is the run's failure.
         status = "FAILED" if outcome.exit_code == ExitCode.WRITE_FAILED else "FINISHED"
-        self.store.complete(self.parent_id, status, {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
+        ending = (status, {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
+        self.store.conclude(self.parent_id, conclusion, Held(self.logged, runs, self.invocation.at), report, ending)
 
     def abort(self, ending: str, why: str) -> None:
         self._stop_system_metrics()

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from amp_suite.analysis.conclusion import Conclusion
 from amp_suite.analysis.outcome import judge
-from amp_suite.analysis.summary import summarize
 from amp_suite.config import Matrix
+from amp_suite.config.base import SKIPPED
 from amp_suite.files import read_limited
 from amp_suite.records.invocations import Invocation
 from amp_suite.records.results import CellRecord, DistinctRecords
@@ -27,6 +28,7 @@ from amp_suite.tracking.mlflow_store import (
     TAG_COMPLETE,
     TAG_ENDED_BY,
     TAG_RECORD,
+    Held,
     MlflowStore,
 )
 
@@ -138,7 +140,7 @@ class _InvocationSync:
             return
         if run is None:  # a skipped cell's too: set aside as the run sets it aside, its reason kept for reports
             run_id = self.store.create_child(experiment_id, parent_id, self.key, record.identity, record.cell_id)
-            if record.status == "skipped":
+            if record.status == SKIPPED:
                 self.report.skipped += 1
             else:
                 self.report.added += 1
@@ -158,25 +160,27 @@ class _InvocationSync:
     def _complete_parent(self, parent_id: str) -> None:
         matrix = _matrix(self.invocation)
         everything = self.reused + self.records
-        summary = summarize(everything, matrix.parity if matrix else None)  # the matrix's rule: for old records
+        conclusion = Conclusion.of(everything, matrix.parity if matrix else None)  # the matrix's rule: for old records
         stamp = self.invocation.started.at if self.invocation else self.records[0].started_at
-        self.store.log_summary(parent_id, summary)
-        self.store.log_overview(parent_id, summary, everything)
-        runs = [(record, self.run_ids[record.identity]) for record in self.records if record.identity in self.run_ids]
-        self.store.log_verdicts(summary, runs, stamp)
         described = next((record for record in self.records if record.machine), None)
         if described is not None:
             self.store.describe_parent(parent_id, described, described.matrix, stamp)
-        if self.key in _report_invocations(self.directory.path / "report"):
-            self.store.log_report(parent_id, self.directory.path / "report")
-        if self.invocation is None or self.invocation.finished:
-            outcome = judge(everything, summary, matrix.expect if matrix else ())
-            self.store.complete(parent_id, "FINISHED", {"outcome": outcome.label, "exit_code": int(outcome.exit_code)})
-        else:  # it did not get to judge its matrix: say how it ended instead
-            ending = self.invocation.ended.outcome if self.invocation.ended else "killed"
-            self.store.complete(parent_id, "KILLED", {"outcome": ending, TAG_ENDED_BY: self._why()})
+        runs = [(record, self.run_ids[record.identity]) for record in self.records if record.identity in self.run_ids]
+        report = self.directory.path / "report"
+        ours = report if self.key in _report_invocations(report) else None  # a report of other invocations: not logged
+        ending = self._ending(conclusion, matrix)
+        self.store.conclude(parent_id, conclusion, Held(everything, runs, stamp), ours, ending)
         self.written.add(parent_id)
         self.report.parents += 1
+
+    def _ending(self, conclusion: Conclusion, matrix: Matrix | None) -> tuple[str, dict]:
+        """The parent's status and the tags that say how its invocation ended: judged, if it finished;
+        if it did not get to judge its matrix, how it ended instead."""
+        if self.invocation is None or self.invocation.finished:
+            outcome = judge(list(conclusion.records), conclusion.rows, matrix.expect if matrix else ())
+            return "FINISHED", {"outcome": outcome.label, "exit_code": int(outcome.exit_code)}
+        ending = self.invocation.ended.outcome if self.invocation.ended else "killed"
+        return "KILLED", {"outcome": ending, TAG_ENDED_BY: self._why()}
 
     def _why(self) -> str:
         if self.invocation is None:

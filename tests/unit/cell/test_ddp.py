@@ -14,6 +14,7 @@ import pytest
 import yaml
 from conftest import amp_suite, process_alive, read_records, start_amp_suite, tiny_matrix, wait_for
 
+from amp_suite.analysis.answer import answers
 from amp_suite.analysis.summary import summarize
 from amp_suite.cell import run as cell_module
 from amp_suite.cell.ddp import launch
@@ -126,7 +127,9 @@ def test_scaling_efficiency_hook_and_world_parity_come_from_the_records():
 
 
 def _evidence(records: list[CellRecord], machine: Machine = CPU) -> Evidence:
-    return Evidence(machine=machine, rows=summarize(records), records=records, matmul_heavy=frozenset())
+    rows = summarize(records)
+    return Evidence(machine=machine, rows=rows, records=records, matmul_heavy=frozenset(),
+                    answers=answers(rows, {machine.key: machine}))  # fmt: skip
 
 
 # -- through the CLI: gloo at world size 2 ----------------------------------------------------------
