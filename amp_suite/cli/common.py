@@ -139,9 +139,13 @@ def resolve_device(choice: DeviceChoice) -> str:
 
     import torch  # checking for CUDA does not create a context in this process
 
+    from amp_suite.hardware.backend import refuse_rocm
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         available = torch.cuda.is_available()
+    if available:
+        refuse_rocm("cuda")  # an AMD GPU presents as CUDA under ROCm: one line, not NVIDIA's rule on it
     if choice is DeviceChoice.auto:
         return "cuda" if available else "cpu"
     if choice is DeviceChoice.cuda and not available:

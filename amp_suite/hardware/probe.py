@@ -11,13 +11,15 @@ from pathlib import Path
 
 import torch
 
+from amp_suite.hardware.backend import refuse_rocm
 from amp_suite.instruments.launches import host_cost_per_kernel
 from amp_suite.records.machine import DeviceCaps, cpu_caps, cuda_caps
 
 
 def probe(device: torch.device) -> DeviceCaps:
     """Capabilities of the device a cell will run on, with the host's time per kernel there.
-    Initialises CUDA when asked about it."""
+    Initialises CUDA when asked about it; refuses an AMD GPU that ROCm presents as CUDA."""
+    refuse_rocm(device.type)
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         caps = cuda_caps(torch.cuda.get_device_name(index), torch.cuda.get_device_capability(index))
