@@ -17,8 +17,8 @@ then the verdict; it exits 1 when a check fails. With --rehearsal (`gpu-check.sh
 CPU) the checks are printed under a line that says they are GPU facts, not judged, and it exits 0:
 what the rehearsal proves is that they read the records without failing.
 No torch here, and no amp_suite but its torch-free analysis.bound, imported where a cell line names
-its bound (a suite that fails to import leaves the figures, and says so): the records are read as
-plain JSON.
+its bound, and config.base's window edges, where time to target adds up the windows (a suite that
+fails to import leaves the figures, and says so): the records are read as plain JSON.
 """
 
 from __future__ import annotations
@@ -58,6 +58,27 @@ def timed_s(record: dict) -> float | None:
     if not (_number(batch) and _number(steps) and _number(rate)) or rate <= 0:
         return None
     return (record.get("world_size") or 1) * batch * (steps - (record.get("untimed_steps") or 0)) / rate
+
+
+def all_windows_s(record: dict) -> float | None:
+    """How long the matrix's timed steps took, every window of its schedule counted, one set aside as
+    a hiccup or as warming too: each window's timed samples over its rate (config.base.window_edges;
+    side by side, each turn's first step is trained, not timed). Throughput counts the windows kept
+    only, so `timed_s` falls short of the steps' spans wherever one was set aside. `timed_s` where
+    the record has no windows (or the suite's window_edges can't be imported)."""
+    rates, steps, batch = record.get("throughput_windows") or [], record.get("steps"), record.get("batch_size")
+    try:
+        from amp_suite.config.base import window_edges
+    except ImportError:
+        return timed_s(record)
+    if not (_number(steps) and _number(batch) and rates and all(_number(rate) and rate > 0 for rate in rates)):
+        return timed_s(record)
+    edges = window_edges(int(steps))
+    if len(rates) < len(edges) - 1:  # rounds past the schedule add windows after it; fewer: not this schedule's
+        return timed_s(record)
+    untimed, samples = (1 if record.get("untimed_steps") else 0), (record.get("world_size") or 1) * batch
+    windows = zip(edges[:-1], edges[1:], rates[: len(edges) - 1], strict=True)
+    return sum((end - start - untimed) * samples / rate for start, end, rate in windows)
 
 
 def records(work: Path) -> list[dict]:
@@ -245,7 +266,7 @@ def check_time_to_target(found: list[dict]) -> Check:
         return "FAIL", what, "no ok cell evaluated for a target (experiments/gpu-check.yaml declares one)"
     wrong = []
     for r in evaluated:
-        curve, timed, spent = r.get("eval_curve") or [], timed_s(r), r.get("eval_s")
+        curve, timed, spent = r.get("eval_curve") or [], all_windows_s(r), r.get("eval_s")
         expected = -(-r["steps"] // r["eval_every"])  # an evaluation per run of steps, the last the cell's own
         last = curve[-1].get("train_s") if curve else None
         if len(curve) != expected or not (_number(spent) and spent > 0):

@@ -486,6 +486,19 @@ def test_each_broken_fact_fails_its_check_and_the_exit(tmp_path, case):
     assert sum(line.startswith("FAIL") for line in done.stdout.splitlines()) == 1, done.stdout  # that one only
 
 
+def test_a_window_set_aside_still_counts_among_the_steps_the_evaluations_fall_between(tmp_path):
+    """Throughput counts the windows kept (a hiccup's is set aside, issue 50; a warming one, 53), so
+    the timed steps' spans are each window's timed samples over its own rate, not all the samples
+    over the throughput. The CPU rehearsal of 2026-12-07 failed this check on a transformer cell with
+    a window set aside: "timed 1.504 s but the last evaluation at 1.463 s", the windows' own sum."""
+    rates = [3200.0] * 5 + [1600.0]  # the last window at half speed: set aside, out of the throughput
+    timed_steps = (66, 65, 66, 66, 65, 66)  # window_edges(400): 67, 66, 67, 67, 66, 67 steps, each turn's first untimed
+    spans = sum(steps * 16 / rate for steps, rate in zip(timed_steps, rates, strict=True))
+    hiccup = {"throughput_windows": rates, **evaluated(spans)}
+    done = checks(tmp_path, _change(every_record(), "transformer/bs16/seed0/bf16", **hiccup))
+    assert done.returncode == 0 and "PASS time to target" in done.stdout, done.stdout
+
+
 def test_a_gpu_without_bf16_has_no_batch_search_to_judge(tmp_path):
     skipped = _change(every_record(), BF16_SEARCH, status="skipped", reason="bf16 needs compute capability >= 8.0")
     done = checks(tmp_path, skipped)
