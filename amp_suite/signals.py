@@ -20,6 +20,7 @@ handler is what holds them, not the thread's signal mask.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import signal
@@ -57,8 +58,22 @@ def _handler(signum: int, frame: object) -> None:
     if _State.held:
         _State.pending = _State.pending or signum
         return
+    _stop(signum)
+
+
+def _stop(signum: int) -> None:
     _State.stopping = signum
+    atexit.register(_ignore_later_stops)  # registered last, so it runs first
     raise Stopped(signum)
+
+
+def _ignore_later_stops() -> None:
+    """At exit after a stop. Python's finalization puts the handlers it installed back to the default
+    action, under which a late second SIGTERM (docker stop and Kubernetes send more) would end the
+    process by that signal rather than with the first's exit code. atexit runs once the threads are
+    joined, the run's cleanup done: later stops are ignored."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def _second_stop(first: int) -> None:
@@ -104,8 +119,7 @@ def signals_held() -> Iterator[None]:
         _State.held -= 1
         if not _State.held and _State.pending is not None and not _State.stopping:
             signum, _State.pending = _State.pending, None
-            _State.stopping = signum
-            raise Stopped(signum)
+            _stop(signum)
 
 
 def stop_with_parent(signum: int = signal.SIGTERM) -> None:
