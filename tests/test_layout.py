@@ -153,6 +153,50 @@ def test_a_cells_status_is_spelled_only_where_its_constants_are():
     assert not spelled, "\n".join(spelled)
 
 
+DEVICE_TYPES = {"cuda", "cpu", "rocm", "hip", "mps", "xpu"}  # torch's device types, and ROCm's names
+BACKENDS_HOME = "amp_suite.hardware"  # the backends, and the probe and doctor that ask them
+
+
+def device_comparisons(tree: ast.Module) -> list[int]:
+    """The lines of `tree` that compare with a device type: `x == "cuda"`, `t in ("cuda", "cpu")`, and
+    a dict keyed by device types (a lookup is the same branch; one key alone is a field, such as a
+    machine's "cuda" version)."""
+
+    def names_a_device(node: ast.AST) -> bool:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(names_a_device(element) for element in node.elts)
+        return isinstance(node, ast.Constant) and node.value in DEVICE_TYPES
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(names_a_device(side) for side in [node.left, *node.comparators]):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Dict) and sum(key is not None and names_a_device(key) for key in node.keys) > 1:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_outside_the_backends_compares_a_device_type():
+    """Device branching is behind amp_suite.hardware.backends (issue 54): a module asks its device's
+    backend (backend_of, backend_named) for what differs, and a record describes its machine by its
+    kind (records.machine.described): a new kind of device is a backend, not a search for `== "cuda"`."""
+    branches = [
+        f"{name}:{line}"
+        for name, tree in modules().items()
+        if name != BACKENDS_HOME and not name.startswith(f"{BACKENDS_HOME}.")
+        for line in device_comparisons(tree)
+    ]
+    assert not branches, "\n".join(branches)
+
+
+def test_the_device_comparison_check_can_fail():
+    branching = 'if device.type == "cuda": pass\nx = kind in ("mps", "other")\nmb = {"cpu": 0.0, "cuda": 1.0}[t]\n'
+    tree = ast.parse(branching)
+    assert device_comparisons(tree) == [1, 2, 3]
+    fine = 'make_policy(precision, "cpu")\nif x == "cudnn": pass\nversions = {"cuda": "13.0", "torch": "2.14"}\n'
+    assert device_comparisons(ast.parse(fine)) == []
+
+
 ORCHESTRATION = ("amp_suite.execution", "amp_suite.cli")  # runs cells; a cell never reaches back into it
 PARENT_SIDE = (*ORCHESTRATION, "amp_suite.records", "amp_suite.analysis")
 CHILD_SIDE = ("amp_suite.cell", "amp_suite.instruments")

@@ -11,14 +11,12 @@ config fused_optimizer) remain the host's.
 
 from __future__ import annotations
 
-import os
-import shutil
-import sysconfig
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch import nn
+
+from amp_suite.hardware.backends import backend_of
 
 
 def unsupported_reason(device: torch.device, mode: str) -> str | None:
@@ -30,42 +28,7 @@ def unsupported_reason(device: torch.device, mode: str) -> str | None:
 
     if not torch._dynamo.is_dynamo_supported():
         return "torch.compile is not supported with this Python or platform (TorchDynamo unavailable)"
-    if device.type == "cpu" and _cpp_compiler() is None:
-        return "torch.compile on a CPU builds C++ kernels and no C++ compiler is on PATH (install g++ or set CXX)"
-    if device.type == "cuda":
-        from torch.utils._triton import has_triton
-
-        if not has_triton():
-            major, minor = torch.cuda.get_device_capability(device)
-            return f"torch.compile needs Triton on this GPU: not installed, or compute capability {major}.{minor} < 7.0"
-        return _triton_build_gap()
-    return None
-
-
-def _triton_build_gap() -> str | None:
-    """What Triton lacks to build its kernel launcher, a C extension it compiles at run time on
-    the first compiled call (triton/runtime/build.py): a C compiler (CC, else gcc, else clang) and
-    Python's headers. Without them every compiled cell on a GPU would fail in its first step."""
-    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
-    if compiler is None or shutil.which(compiler) is None:
-        return (
-            "torch.compile on a GPU needs a C compiler at run time (Triton builds its kernel launcher):"
-            " none on PATH (install gcc or set CC)"
-        )
-    headers = Path(sysconfig.get_paths(scheme=_python_scheme())["include"]) / "Python.h"
-    if not headers.is_file():
-        return (
-            "torch.compile on a GPU needs Python's C headers at run time (Triton builds its kernel launcher"
-            f" against them): {headers} is missing (install python3-dev)"
-        )
-    return None
-
-
-def _python_scheme() -> str:
-    """The install scheme whose include directory Triton compiles against (as build.py picks it:
-    Debian's 'posix_local' stands for 'posix_prefix')."""
-    scheme = sysconfig.get_default_scheme()
-    return "posix_prefix" if scheme == "posix_local" else scheme
+    return backend_of(device).compile_blocker()
 
 
 def compiled(model: nn.Module, mode: str) -> nn.Module:
@@ -98,11 +61,3 @@ def kept_output(mode: str) -> Callable[[torch.Tensor], torch.Tensor]:
 
 def _detached_copy(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().clone()
-
-
-def _cpp_compiler() -> str | None:
-    """The compiler inductor would call for CPU kernels (its config, then CXX), if it is installed."""
-    import torch._inductor.config
-
-    candidates = [os.environ.get("CXX"), *torch._inductor.config.cpp.cxx]
-    return next((path for name in candidates if name and (path := shutil.which(name))), None)

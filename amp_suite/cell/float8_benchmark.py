@@ -32,8 +32,8 @@ from amp_suite.cell.compilation import compiled
 from amp_suite.cell.precision import make_policy
 from amp_suite.config import CellSpec
 from amp_suite.config.workloads import Float8LinearBenchmarkConfig
+from amp_suite.hardware.backends import backend_of
 from amp_suite.instruments import TimedRegion
-from amp_suite.instruments.diagnostics.gpu_work import cuda_trace
 from amp_suite.instruments.diagnostics.op_costs import StepProfile
 from amp_suite.instruments.diagnostics.op_profile import OpProfiler
 from amp_suite.instruments.memory import PeakMemory
@@ -99,12 +99,14 @@ def measure_benchmark(spec: CellSpec, device: torch.device, progress: Progress) 
     for done in range(spec.warmup_steps):
         iteration()
         progress("warmup", done + 1, spec.warmup_steps)
-    _synchronize(device)
+    live = backend_of(device)
+    live.synchronize()
     warmup_s = time.perf_counter() - started
     times_ms = []
-    with PeakMemory(device) as memory:
+    with PeakMemory(live) as memory:
         for done in range(spec.steps):
-            times_ms.append(_traced_ms(iteration, device))
+            # Its device work's durations summed (torchao's measure), or on a CPU its ops' own CPU times.
+            times_ms.append(live.device_time_ms(iteration))
             progress("measure", done + 1, spec.steps)
     spread = Spread.of([Span(i, i + 1, ms / 1e3) for i, ms in enumerate(times_ms)], list(range(spec.steps + 1)), rows)
     stats = step_stats(times_ms)
@@ -122,24 +124,3 @@ def measure_benchmark(spec: CellSpec, device: torch.device, progress: Progress) 
         **memory.fields(TimedRegion(spec.steps, rows)), **policy.telemetry(),
     }  # fmt: skip
 
-
-def _traced_ms(iteration: Callable[[], None], device: torch.device) -> float:
-    """One iteration's time in ms: its device work's durations summed (torchao's measure), or on a
-    CPU its ops' own CPU times."""
-    from torch.profiler import ProfilerActivity, profile
-
-    if device.type != "cuda":
-        with profile(activities=[ProfilerActivity.CPU]) as traced:
-            iteration()
-        return sum(event.self_cpu_time_total for event in traced.key_averages()) / 1e3
-    with cuda_trace(device) as traced:
-        iteration()
-    spans = traced()
-    if not spans:  # CUPTI saw nothing: a kernel time can't be told, and no time is not a fast one
-        raise RuntimeError("the profiler's trace holds no GPU kernel (CUPTI unavailable?): no kernel time to sum")
-    return sum(span.end_ns - span.start_ns for span in spans) / 1e6
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

@@ -30,6 +30,7 @@ from amp_suite.cell.windows import timing_rounds, train_timed
 from amp_suite.config import CellSpec
 from amp_suite.config.base import turns_before_timing, window_edges
 from amp_suite.data import DeviceBatches, batch_order, order_hash
+from amp_suite.hardware.backends import Backend, backend_of
 from amp_suite.instruments import Readings, TimedRegion, instrumented, region_instruments
 from amp_suite.instruments.diagnostics.dtype_audit import audit_step
 from amp_suite.instruments.diagnostics.flops import count_step_flops
@@ -37,8 +38,7 @@ from amp_suite.instruments.diagnostics.gpu_work import GpuWork
 from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
 from amp_suite.instruments.diagnostics.nonfinite import first_nonfinite_step
 from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
-from amp_suite.instruments.memory import held, release_cached_blocks
-from amp_suite.instruments.timers import HostCpuTime, Span, Spread, StepStats, make_step_timer, step_stats
+from amp_suite.instruments.timers import HostCpuTime, Span, Spread, StepStats, step_stats
 from amp_suite.records.finish import merged
 from amp_suite.workloads import Workload, build_workload
 from amp_suite.workloads.base import LoadedData
@@ -135,13 +135,14 @@ def measure_session(
     del as_written
     # Their fp32 backward and model copies leave blocks in the allocator's cache; released, the
     # reserved-memory peak of the timed steps is the training's own.
-    release_cached_blocks(device)
+    backend = backend_of(device)
+    backend.release_cached_blocks()
     trainer = session.trainer if wrap is None else wrap(session.trainer)
 
     held_back = turns_before_timing(spec.warmup_steps) if turns.shared else 0
     # The GPU's own work is traced in warmup steps the cell runs alone on the device: side by side,
     # those kept back for its first turn; else the last ones.
-    gpu_work = GpuWork(device)
+    gpu_work = GpuWork(backend)
     warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, progress, held_back, gpu_work)
     if before_timed is not None:
         before_timed()
@@ -149,7 +150,7 @@ def measure_session(
     # Sequential timing (side by side): after the fixed schedule, rounds past it until the stopping
     # rule decides or the budget ends (execution.side_by_side); the timer holds them all.
     sequential = turns.shared and spec.stopping.rule == "sequential"
-    timer = make_step_timer(device, spec.steps * (spec.stopping.budget if sequential else 1))
+    timer = backend.step_timer(spec.steps * (spec.stopping.budget if sequential else 1))
     target = spec.workload.target
     edges = window_edges(spec.steps)
     samples_per_step = world * spec.batch_size
@@ -166,8 +167,8 @@ def measure_session(
     # Every instrument the record's schema names (peak memory, the GPU's state), then the host's
     # CPU clock innermost, so that it counts the steps and not the instruments' readings. Between
     # windows (another cell's turn) and for time to target's evaluations, what can pause does.
-    with instrumented(device, REGION_INSTRUMENTS) as readings, HostCpuTime() as host_cpu:
-        paused = partial(_between_steps, device, readings, host_cpu)
+    with instrumented(backend, REGION_INSTRUMENTS) as readings, HostCpuTime() as host_cpu:
+        paused = partial(_between_steps, backend, readings, host_cpu)
         measured, evaluations = train_timed(
             trainer, batches, timer, lambda n: progress("measure", n, spec.steps),
             edges=edges, every=None if target is None else target.eval_every,
@@ -323,12 +324,11 @@ def _evaluated(evaluate: Callable[[], dict[str, float]], paused: Callable, progr
 
 
 @contextmanager
-def _between_steps(device: torch.device, readings: Readings, host_cpu: HostCpuTime) -> Iterator[None]:
+def _between_steps(backend: Backend, readings: Readings, host_cpu: HostCpuTime) -> Iterator[None]:
     """An evaluation, or another cell's turn, between runs of timed steps: left out of the
     instruments that can pause. On a GPU the steps already queued finish first: their time and
     energy are the training's, and the device is idle when another cell takes its turn."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    backend.synchronize()
     with readings.paused(), host_cpu.paused():
         yield
 
@@ -355,11 +355,11 @@ def warm_up(
         return trainer.run(batches, count, on_step=lambda _: progress("warmup", next(done), spec.warmup_steps))
 
     first = gpu_work.run(train, steps - counted) if gpu_work and not held_back else [train(steps - counted)]
-    with count_host_syncs(device, trainer.optimizer) as syncs:
+    backend = backend_of(device)
+    with count_host_syncs(backend, trainer.optimizer) as syncs:
         last = trainer.run(batches, counted)
     progress("warmup", steps, spec.warmup_steps)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)  # warmup work must not spill into the measured region
+    backend.synchronize()  # warmup work must not spill into the measured region
     return _concatenated(*first, last), syncs.count if counted else None, time.perf_counter() - clock
 
 
@@ -368,12 +368,12 @@ def _first_turns(
 ) -> Curves:
     """Ready, then the turn for the warmup steps kept back (side by side: a round of turns before
     any is timed; `gpu_work` traces them), then the turn for the first window; the kept-back steps' curves."""
-    ready(turns, held(device))
+    backend = backend_of(device)
+    ready(turns, backend.held())
     turns.take()
     curves = _concatenated(*gpu_work.run(lambda count: trainer.run(batches, count), held_back))
     if held_back:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        backend.synchronize()
         give(turns)
         turns.take()
     return curves
@@ -395,7 +395,7 @@ def first_bad_step(policy: PrecisionPolicy, warmup: Curves, measured: Curves) ->
 def cudnn_autotune(device: torch.device) -> Iterator[None]:
     """Let cuDNN pick its fastest conv algorithms (during warmup), as tuned training runs do."""
     saved = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = device.type == "cuda"
+    torch.backends.cudnn.benchmark = backend_of(device).autotunes_convolutions
     try:
         yield
     finally:

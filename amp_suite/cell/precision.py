@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from amp_suite.config.precisions import MODE_BY_NAME, PRECISIONS
+from amp_suite.hardware.backends import backend_named
 from amp_suite.records.machine import DeviceCaps
 
 # Every backend switch that can make "float32" mean TF32 (or bf16 on CPUs with AMX), in torch's
@@ -166,7 +167,7 @@ class BF16(Autocast):
     def unsupported_reason(self, caps: DeviceCaps) -> str | None:
         if caps.fast_bf16:
             return None
-        if caps.type == "cuda":
+        if not backend_named(caps.type).is_host:
             return f"bf16 needs compute capability >= 8.0; this GPU is {caps.capability_str}"
         return "this CPU has no native bf16 instructions (avx512_bf16/AMX): bf16 would be emulated"
 
@@ -188,7 +189,7 @@ class FP16(Autocast):
     def unsupported_reason(self, caps: DeviceCaps) -> str | None:
         if caps.fast_fp16:
             return None
-        if caps.type == "cuda":
+        if not backend_named(caps.type).is_host:
             return f"fp16 tensor cores need compute capability >= 7.0; this GPU is {caps.capability_str}"
         return "this CPU has no AMX-FP16 (or ARM fp16) units: fp16 training would be emulated or slow"
 
@@ -275,7 +276,7 @@ class FP8(BF16):
     def unsupported_reason(self, caps: DeviceCaps) -> str | None:
         floor = _dotted(self.min_capability)
         needs = f"fp8 training ({self.recipe}) needs an NVIDIA GPU of compute capability >= {floor}"
-        if caps.type != "cuda":  # torch._scaled_mm runs on a CPU, in software
+        if backend_named(caps.type).is_host:  # torch._scaled_mm runs on a CPU, in software
             return f"{needs}; this is a CPU, whose float8 matmuls run in software"
         if caps.capability is None or caps.capability < self.min_capability:
             return f"{needs}; this GPU is {caps.capability_str}"

@@ -26,6 +26,7 @@ from amp_suite.cell.turns import ALONE, Turns
 from amp_suite.config import CellSpec
 from amp_suite.config.base import DIVERGED, FAILED, OK, OOM, SKIPPED
 from amp_suite.hardware import environment
+from amp_suite.hardware.backends import backend_of
 from amp_suite.hardware.peaks import utilisation
 from amp_suite.hardware.probe import probe
 from amp_suite.instruments.diagnostics.dtype_audit import audit_step
@@ -69,7 +70,7 @@ def run_cell(
         return CellRecord.for_spec(spec, status, reason, duration_s=time.perf_counter() - clock, **fields)
     except torch.OutOfMemoryError as exc:  # a batch that does not fit is a result, with the memory figures
         traceback.print_exc()
-        fields.update(memory_at_oom(device, exc))
+        fields.update(memory_at_oom(backend_of(device), exc))
         reason = f"out of memory at batch {spec.batch_size}: {describe_error(exc, limit=400)}"
         return CellRecord.for_spec(spec, OOM, reason, duration_s=time.perf_counter() - clock, **fields)
     except Exception as exc:  # a failing cell is recorded and the matrix goes on

@@ -23,7 +23,7 @@ class Turns(Protocol):
     shared: bool  # the device is shared: each turn's first step re-warms it, untimed (cell.windows)
 
     def ready(self, memory: dict[str, float]) -> None:
-        """Warmed up, holding `memory` (instruments.memory.held): waiting for the first turn."""
+        """Warmed up, holding `memory` (its backend's held()): waiting for the first turn."""
 
     def take(self) -> None:
         """Wait until this cell may run its next window."""

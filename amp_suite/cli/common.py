@@ -18,6 +18,7 @@ from amp_suite.cli.terminal import TerminalStream, settle_terminal_size
 from amp_suite.config import ConfigError
 from amp_suite.config.problems import did_you_mean
 from amp_suite.errors import shorten
+from amp_suite.hardware.backends import backend_named, backend_of
 from amp_suite.paths import shown
 from amp_suite.text import printable
 from amp_suite.tracking.uri import mask_credentials
@@ -139,13 +140,11 @@ def resolve_device(choice: DeviceChoice) -> str:
 
     import torch  # checking for CUDA does not create a context in this process
 
-    from amp_suite.hardware.backend import refuse_rocm
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         available = torch.cuda.is_available()
-    if available:
-        refuse_rocm("cuda")  # an AMD GPU presents as CUDA under ROCm: one line, not NVIDIA's rule on it
+    if available:  # ROCm presents an AMD GPU as CUDA: its backend refuses it here, in one line, before anything runs
+        backend_of(torch.device("cuda"))
     if choice is DeviceChoice.auto:
         return "cuda" if available else "cpu"
     if choice is DeviceChoice.cuda and not available:
@@ -182,7 +181,7 @@ def no_gpu_advice(container: bool, cuda_build: str | None) -> str:
 
 
 def default_matrix(device: str) -> Path:
-    return EXPERIMENTS_DIR / ("default.yaml" if device == "cuda" else "smoke.yaml")
+    return EXPERIMENTS_DIR / backend_named(device).default_matrix
 
 
 def resolve_matrix(given: Path) -> Path:

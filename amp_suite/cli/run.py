@@ -34,6 +34,7 @@ from amp_suite.execution.process_tree import end_descendants, ending_run_process
 from amp_suite.execution.scheduler import GpuSelection
 from amp_suite.execution.watchdog import Limits
 from amp_suite.execution.worker import working_directory_off_the_path
+from amp_suite.hardware.backends import backend_named
 from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking.uri import check_server_answers, check_tracking_store, embedded_store_uri, mask_credentials
 
@@ -139,7 +140,7 @@ def _check_machines(selected: Matrix | None, ray: str | None) -> None:
 
 def _local_device(choice: DeviceChoice, announce: bool) -> str:
     resolved = resolve_device(choice)  # the first torch import: after the cheap checks
-    if resolved == "cpu" and choice is DeviceChoice.auto and announce:
+    if backend_named(resolved).is_host and choice is DeviceChoice.auto and announce:
         say("No CUDA GPU is visible to PyTorch: running on the CPU.")
     return resolved
 
@@ -162,7 +163,7 @@ def _devices(selection: GpuSelection | None, device: str) -> list[str] | None:
     """The GPUs --gpus names, as CUDA indexes of this process (None: cells take turns)."""
     if selection is None:
         return None
-    if device != "cuda":
+    if backend_named(device).is_host:
         raise ConfigError("--gpus runs cells on CUDA GPUs; this run is on the CPU (no GPU visible, or --device cpu)")
     import torch
 

@@ -19,6 +19,7 @@ from typing import Literal
 
 from amp_suite.config import CellSpec
 from amp_suite.config.base import DIVERGED, OK, OOM, SKIPPED
+from amp_suite.hardware.backends import backend_named
 from amp_suite.records.results import BatchSearch, CellRecord
 
 START = 8  # the first probe; halved down to 1 if even this does not fit
@@ -30,7 +31,7 @@ Probe = Callable[[CellSpec], CellRecord]  # runs a cell in a fresh process
 
 def unsupported_reason(device: str) -> str | None:
     """Why the search can't run on this device, or None."""
-    if device == "cuda":
+    if backend_named(device).reports_oom:  # a probe too large fails as a record, not a killed process
         return None
     return (
         "batch_sizes auto needs a device that reports running out of memory (CUDA); on a CPU the kernel's"

@@ -26,6 +26,7 @@ from typing import Any
 from amp_suite.config import CellSpec, ConfigError
 from amp_suite.config.base import FAILED
 from amp_suite.execution.worker import Cancelled
+from amp_suite.hardware.backends import backend_named
 from amp_suite.records.finish import finished
 from amp_suite.records.results import CellRecord, describe_error
 
@@ -155,7 +156,7 @@ def capacity(spec: CellSpec, resources: dict[str, float]) -> int:
 
 def slots(device: str, resources: dict[str, float]) -> int:
     """The GPUs in the cluster (CPUs, for CPU cells): how many one-device cells fit at once."""
-    return int(resources.get("GPU" if device == "cuda" else "CPU", 0))
+    return int(resources.get(backend_named(device).ray_resource, 0))
 
 
 def machine_types(resources: dict[str, float]) -> list[str]:
@@ -165,9 +166,9 @@ def machine_types(resources: dict[str, float]) -> list[str]:
 
 def _demand(spec: CellSpec) -> dict[str, float]:
     """The cluster resources one cell holds while it runs."""
-    demand: dict[str, float] = {"CPU": 1} if spec.device == "cuda" else {"CPU": spec.gpus}  # a CPU rank: a core
-    if spec.device == "cuda":
-        demand["GPU"] = spec.gpus
+    backend = backend_named(spec.device)
+    ranks: dict[str, float] = {backend.ray_resource: spec.gpus}  # a rank holds its device: a GPU, or on a CPU a core
+    demand: dict[str, float] = ranks if backend.is_host else {"CPU": 1, **ranks}  # and one core drives a cell's GPUs
     if spec.machine:
         demand[MACHINE_RESOURCE + spec.machine] = 0.001  # a sliver, as Ray's own accelerator_type= asks
     return demand

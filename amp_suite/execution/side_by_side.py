@@ -50,12 +50,12 @@ from amp_suite.config import AUTO_BATCH, CellSpec, Matrix
 from amp_suite.config.base import OOM, turns_before_timing, window_edges
 from amp_suite.config.precisions import REFERENCE
 from amp_suite.execution.worker import Cancelled
+from amp_suite.hardware.backends import backend_named
 
 # The next cell starts when the device's free memory is at least this many times the most any cell
 # of the comparison holds, plus the headroom a new process needs before its first tensor (a CUDA
-# context, cuDNN's and cuBLAS's workspaces; nothing on a CPU).
+# context, cuDNN's and cuBLAS's workspaces; nothing on a CPU): its backend's new_process_mb.
 ROOM_FACTOR = 1.2
-NEW_PROCESS_MB = {"cuda": 1024.0, "cpu": 0.0}
 WAKE_S = 0.5  # a cell's thread waiting for the others wakes this often to see whether the run is stopping
 
 State = Literal["waiting", "starting", "ready", "left", "refused"]
@@ -139,7 +139,7 @@ class SideBySide:
         self.decided: dict[str, Decision] = {}  # each mode's first decision: it stands
         self._order = random.Random(first.config_hash)  # the rounds past the schedule: a seeded draw
         self._began = 0.0  # when the first turn was granted
-        self.new_process_mb = NEW_PROCESS_MB.get(first.device, 0.0)
+        self.new_process_mb = backend_named(first.device).new_process_mb
         self.took_turns: list[int] = []  # the members that took turns, in their first round's order
         self._turns: list[int] | None = None  # who runs each window, once every member is settled
         self._position = 0

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from amp_suite.hardware import environment
+from amp_suite.hardware.backends import backend_of
 from amp_suite.hardware.capability import recommend
 from amp_suite.hardware.probe import probe
 from amp_suite.instruments.launches import TIMED_KERNELS, method_on
@@ -40,7 +41,7 @@ def diagnose(device: torch.device) -> dict[str, Any]:
         "host_cost_per_kernel": {
             "microseconds": round(caps.host_us_per_kernel, 2) if caps.host_us_per_kernel is not None else None,
             "kernels_timed": TIMED_KERNELS,
-            "measured_as": method_on(device.type),
+            "measured_as": method_on(backend_of(device)),
         },
         "versions": {
             "driver": env["driver"],

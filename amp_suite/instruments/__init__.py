@@ -4,7 +4,9 @@ one-step diagnostics (FLOPs, dtype audit, host syncs, non-finite values, gradien
 
 The instruments around the timed steps are found from the record's schema: a field declared with
 `instrument="NAME"` is filled by `amp_suite.instruments.NAME.INSTRUMENT`, a context manager built
-from the device whose `fields(region)` gives that field. A new measured quantity is therefore its
+from the live device whose `fields(region)` gives that field. The live device is its backend
+(amp_suite.hardware.backends, a layer above): the instruments ask it (`LiveDevice`) where CUDA and
+a CPU differ, and never compare a device type themselves. A new measured quantity is therefore its
 instrument module plus its field; the measurement pipeline enters every instrument the schema names.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,6 +23,23 @@ from amp_suite.records.schema import instruments_of
 
 if TYPE_CHECKING:
     import torch
+
+
+class LiveDevice(Protocol):
+    """The device as the instruments read it: what amp_suite.hardware.backends.Backend implements."""
+
+    device: torch.device
+    is_host: bool  # the host's own cores: no launch queue, no kernel timeline
+    peak_memory_kind: str
+    launch_method: str
+
+    def synchronize(self) -> None: ...
+    def release_cached_blocks(self) -> None: ...
+    def reset_peak_memory(self) -> str: ...
+    def peak_memory_mb(self) -> tuple[float, float | None]: ...
+    def memory_at_oom(self) -> dict[str, float | str]: ...
+    def gpu_reader(self, nvml: Any = None) -> Any: ...
+    def host_syncs(self, optimizer: torch.optim.Optimizer) -> AbstractContextManager[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -72,7 +91,7 @@ class Readings:
 
 
 @contextmanager
-def instrumented(device: torch.device, kinds: tuple[type[RegionInstrument], ...] | None = None) -> Iterator[Readings]:
+def instrumented(device: LiveDevice, kinds: tuple[type[RegionInstrument], ...] | None = None) -> Iterator[Readings]:
     """`kinds` (default: every instrument the record's schema names) around the `with` block."""
     instruments = [kind(device) for kind in (region_instruments() if kinds is None else kinds)]
     with ExitStack() as stack:

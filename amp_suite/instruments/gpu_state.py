@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-import torch
-
-from amp_suite.instruments import TimedRegion
+from amp_suite.instruments import LiveDevice, TimedRegion
 from amp_suite.instruments.nvml import NVML_CLOCK_SM, NVML_TEMPERATURE_GPU, SLOWDOWNS, NvmlDevice, decode_reasons
 from amp_suite.records.results import CellRecord
 from amp_suite.records.schema import fields_of
@@ -56,7 +54,7 @@ class Reading:
 class GpuState:
     """Context manager around the timed steps; `fields(region)` gives the record's fields."""
 
-    def __init__(self, device: torch.device, nvml: ModuleType | None = None) -> None:
+    def __init__(self, device: LiveDevice, nvml: ModuleType | None = None) -> None:
         self.device = device
         self._nvml = nvml  # tests pass a stand-in; None: pynvml, imported on a GPU only
         self._gpu: NvmlDevice | None = None
@@ -68,10 +66,9 @@ class GpuState:
         self._short_pauses_s = 0.0  # the short ones: inside the energy's span, prorated out
 
     def __enter__(self) -> GpuState:
-        if self.device.type == "cuda":
-            self._open()
-            if self._gpu is not None:
-                self.start = self._read()
+        self._open()
+        if self._gpu is not None:
+            self.start = self._read()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -135,8 +132,8 @@ class GpuState:
         }
 
     def _open(self) -> None:
-        try:
-            self._gpu = NvmlDevice.open(self.device, self._nvml)
+        try:  # None on a device NVML has nothing to say of (a CPU)
+            self._gpu = self.device.gpu_reader(self._nvml)
         except Exception as exc:  # no driver library, a MIG slice NVML can't see, ...
             self._note = f"NVML unavailable: {type(exc).__name__}: {exc}"[:300]
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from amp_suite.instruments import LiveDevice
+
 KERNELS_PER_BATCH = 256  # far below CUDA's ~1,024-entry launch queue: the host never blocks on it
 BATCHES = 12
 TIMED_KERNELS = BATCHES * KERNELS_PER_BATCH  # 3,072
@@ -38,14 +40,6 @@ class LaunchCost:
     us_per_kernel: float
     kernels: int
     method: str
-
-
-def method_on(device_type: str) -> str:
-    """What the figure is on this kind of device, in words."""
-    if device_type == "cuda":
-        return (f"host time to enqueue a tiny eager kernel (batches of {KERNELS_PER_BATCH}, below the launch queue's"
-                " depth, one synchronize after each, outside the timing)")  # fmt: skip
-    return "per-op dispatch cost of a tiny eager op on this CPU (no launch queue: each op runs where it is called)"
 
 
 def time_launches(
@@ -67,19 +61,23 @@ def time_launches(
     return host_seconds / (batches * per_batch) * 1e6
 
 
-def host_cost_per_kernel(device: torch.device) -> LaunchCost:
+def host_cost_per_kernel(device: LiveDevice) -> LaunchCost:
     """The host's time per tiny eager op on `device`. Touches no random state (the cell's seed
     decides its data), and hands a GPU's cached blocks back, so the cell's memory figures don't
     count them."""
     us = _time_tiny_additions(device)
-    if device.type == "cuda":
-        torch.cuda.empty_cache()  # the tensors are gone with the call above: their blocks go back to the driver
-    return LaunchCost(us, TIMED_KERNELS, method_on(device.type))
+    device.release_cached_blocks()  # the tensors are gone with the call above: their blocks go back to the driver
+    return LaunchCost(us, TIMED_KERNELS, method_on(device))
 
 
-def _time_tiny_additions(device: torch.device) -> float:
-    left, right = torch.ones(ELEMENTS, device=device), torch.ones(ELEMENTS, device=device)
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+def method_on(device: LiveDevice) -> str:
+    """What the figure is on this kind of device, in words."""
+    return device.launch_method.format(per_batch=KERNELS_PER_BATCH)
+
+
+def _time_tiny_additions(device: LiveDevice) -> float:
+    left, right = torch.ones(ELEMENTS, device=device.device), torch.ones(ELEMENTS, device=device.device)
+    sync = device.synchronize
 
     def launch() -> torch.Tensor:
         return torch.add(left, right)  # out of place, as most training ops: the allocator's round trip is in it

@@ -268,10 +268,6 @@ class CudaStepTimer(_Segments):
         return times, sum(self.spans_s)
 
 
-def make_step_timer(device: torch.device, steps: int) -> CpuStepTimer | CudaStepTimer:
-    return CudaStepTimer(steps) if device.type == "cuda" else CpuStepTimer(steps)
-
-
 class HostCpuTime:
     """CPU time this process spent over a region, every thread of it (torch's intra-op threads
     too), and the region's bounds in the cell's log. On a CPU device it is the work itself, and

@@ -122,19 +122,15 @@ class Machine(BaseModel):
         if not name:
             return None
         capability = environment.get("compute_capability")
-        if device_type == "cuda" and capability:
-            major, _, minor = str(capability).partition(".")
-            return cls.describe(cuda_caps(name, (int(major), int(minor or 0))), environment)
+        caps = described(device_type).caps_from(name, capability)
+        if caps is not None:
+            return cls.describe(caps, environment)
         return cls(**_identity(device_type, name, capability, environment))
 
     @property
     def key(self) -> str:
         """What must match for two records to be pooled: device model and software stack."""
-        parts = [self.device_name, self.device_type]
-        if self.device_type == "cuda":
-            parts += [f"cc {self.compute_capability}", f"driver {self.driver}", f"CUDA {self.cuda}"]
-        else:
-            parts.append(f"{self.threads} threads")
+        parts = [self.device_name, self.device_type, *described(self.device_type).stack(self)]
         return " | ".join([*parts, f"torch {self.torch}"])
 
     @property
@@ -154,16 +150,12 @@ class Machine(BaseModel):
         name = self.device_name
         for prefix in VENDOR_PREFIXES:
             name = name.removeprefix(prefix)
-        if self.device_type == "cpu":  # "Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz" -> "Intel Xeon Platinum 8370C"
-            name = " ".join(CPU_FILLER.sub(" ", name).split())
-        return name
+        return described(self.device_type).model_name(name)
 
     @property
     def label(self) -> str:
         """A short column heading: the model, and for a GPU its compute capability."""
-        if self.device_type == "cuda":
-            return f"{self.model_name} (cc {self.compute_capability})"
-        return f"{self.model_name} (CPU, {self.threads} threads)" if self.threads else f"{self.model_name} (CPU)"
+        return f"{self.model_name} ({described(self.device_type).qualifier(self)})"
 
 
 def _identity(device_type: str, name: str, capability: str | None, environment: dict[str, Any]) -> dict[str, Any]:
@@ -173,8 +165,76 @@ def _identity(device_type: str, name: str, capability: str | None, environment: 
         "device_name": name,
         "compute_capability": capability,
         "driver": environment.get("driver"),
-        "cuda": environment.get("cuda") if device_type == "cuda" else None,
+        "cuda": None,
         "torch": environment.get("torch"),
         "host": environment.get("hostname"),
-        "threads": environment.get("torch_threads") if device_type == "cpu" else None,
-    }
+        "threads": None,
+    } | described(device_type).own_fields(environment)
+
+
+class RecordedGpu:
+    """A CUDA GPU in a record: told apart by its compute capability, driver and CUDA."""
+
+    type = "cuda"
+
+    def caps_from(self, name: str, capability: str | None) -> DeviceCaps | None:
+        """Its capabilities by the rule, from a record that kept only its compute capability."""
+        if not capability:
+            return None
+        major, _, minor = str(capability).partition(".")
+        return cuda_caps(name, (int(major), int(minor or 0)))
+
+    def stack(self, machine: Machine) -> list[str]:
+        return [f"cc {machine.compute_capability}", f"driver {machine.driver}", f"CUDA {machine.cuda}"]
+
+    def model_name(self, name: str) -> str:
+        return name
+
+    def qualifier(self, machine: Machine) -> str:
+        return f"cc {machine.compute_capability}"
+
+    def own_fields(self, environment: dict[str, Any]) -> dict[str, Any]:
+        return {"cuda": environment.get("cuda")}
+
+    def completed(self, machine: dict[str, Any], environment: dict[str, Any]) -> dict[str, Any]:
+        """A stored machine with what older versions left out: a GPU's lacks nothing."""
+        return machine
+
+
+class RecordedHost:
+    """The host's own CPU in a record: told apart by the threads torch trained with (VMs share one
+    model name). A device type this version does not know is described the same way."""
+
+    type = "cpu"
+
+    def caps_from(self, name: str, capability: str | None) -> DeviceCaps | None:
+        return None  # a CPU's flags were not kept
+
+    def stack(self, machine: Machine) -> list[str]:
+        return [f"{machine.threads} threads"]
+
+    def model_name(self, name: str) -> str:
+        """"Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz" -> "Intel Xeon Platinum 8370C"."""
+        return " ".join(CPU_FILLER.sub(" ", name).split())
+
+    def qualifier(self, machine: Machine) -> str:
+        return f"CPU, {machine.threads} threads" if machine.threads else "CPU"
+
+    def own_fields(self, environment: dict[str, Any]) -> dict[str, Any]:
+        return {"threads": environment.get("torch_threads")}
+
+    def completed(self, machine: dict[str, Any], environment: dict[str, Any]) -> dict[str, Any]:
+        """A stored machine with its threads, from its environment where it was written before
+        machines had them."""
+        if machine.get("threads") is not None:
+            return machine
+        return machine | {"threads": environment.get("torch_threads")}
+
+
+# How a record describes each kind of device: the records' side of amp_suite.hardware.backends,
+# which sits a layer above them and never decides how a stored line reads.
+RECORDED = {kind.type: kind for kind in (RecordedGpu(), RecordedHost())}
+
+
+def described(device_type: str) -> RecordedGpu | RecordedHost:
+    return RECORDED.get(device_type, RECORDED[RecordedHost.type])

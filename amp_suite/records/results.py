@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from amp_suite.config import AUTO_BATCH, CellSpec, ParityConfig, Status
 from amp_suite.config.base import MAX_SAMPLES, MAX_STEPS, OK
 from amp_suite.records.jsonl import append_line, each_object
-from amp_suite.records.machine import Machine
+from amp_suite.records.machine import Machine, described
 from amp_suite.records.schema import declared, fields_of, measured, unit_of
 from amp_suite.records.series import Series, series_field
 
@@ -406,8 +406,7 @@ class StoredRecord(CellRecord):
         environment = data.get("environment") if isinstance(data.get("environment"), dict) else {}
         if isinstance(machine, dict):  # a newer version's machine may say more than this one knows
             machine = {k: v for k, v in machine.items() if k in Machine.model_fields}
-            if machine.get("device_type") == "cpu" and machine.get("threads") is None:
-                machine["threads"] = environment.get("torch_threads")  # written before machines had it
+            machine = described(str(machine.get("device_type"))).completed(machine, environment)
             data = {**data, "machine": machine}
         elif machine is None and isinstance(data.get("environment"), dict):
             data = {**data, "machine": Machine.from_environment(str(data.get("device", "")), data["environment"])}

@@ -31,6 +31,7 @@ from amp_suite.config.precisions import (
     UNSCALED_AMP_MODES,
     scaled_counterpart,
 )
+from amp_suite.hardware.backends import backend_named
 from amp_suite.hardware.capability import recommend
 from amp_suite.records.machine import Machine
 from amp_suite.records.results import CellRecord
@@ -77,6 +78,11 @@ class Evidence:
     matmul_heavy: frozenset[str]  # the setups whose workload declares itself matmul-heavy (config.workloads)
     answers: list[Answer]  # this machine's (analysis.conclusion), which the capability rule is judged by
     matmul_heavy_workloads: tuple[str, ...] = ()  # those workloads' names, for the reasons
+
+    @property
+    def on_host(self) -> bool:
+        """The machine's device is the host's own cores (a CPU): no GPU effect can be measured on it."""
+        return backend_named(self.machine.device_type).is_host
 
     def ok(self, precisions: Sequence[str]) -> list[SummaryRow]:
         return [row for row in self.rows if row.precision in precisions and row.runs]
@@ -143,7 +149,7 @@ def tensor_core_speedup(e: Evidence, t: Thresholds) -> Verdict:
 
 
 def launch_bound_little_gain(e: Evidence, t: Thresholds) -> Verdict:
-    if e.machine.device_type != "cuda":
+    if e.on_host:
         return NOT_MEASURED, "kernel-launch overhead is a GPU effect; this is a CPU"
     best = _best([r for r in e.ok(AMP_MODES) if e.launch_bound(r)], REFERENCE)
     if not best:
@@ -202,7 +208,7 @@ def fp16_needs_scaler(e: Evidence, t: Thresholds) -> Verdict:
 
 
 def amp_lowers_memory(e: Evidence, t: Thresholds) -> Verdict:
-    if e.machine.device_type != "cuda":
+    if e.on_host:
         return NOT_MEASURED, "a CPU's peak resident memory is not the allocator peak the claim is about"
     ratios = [r for r in e.ok(AMP_MODES) if r.memory_ratio is not None]
     if not ratios:
@@ -270,7 +276,7 @@ def loss_softmax_float32(e: Evidence, t: Thresholds) -> Verdict:
 
 
 def pre_volta_little_gain(e: Evidence, t: Thresholds) -> Verdict:
-    if e.machine.device_type != "cuda" or e.machine.tensor_cores is not False:
+    if e.on_host or e.machine.tensor_cores is not False:
         return NOT_MEASURED, "this device is not a GPU older than Volta (compute capability 7.0)"
     best = _best(e.ok(AMP_MODES), REFERENCE)
     if not best:
@@ -301,7 +307,7 @@ def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
         for r in hooks
     )
     evidence += f"; compressed hooks vs float32 all-reduce: {hooked}" if hooked else "; no compressed hook run"
-    if e.machine.device_type != "cuda":
+    if e.on_host:
         return NOT_MEASURED, f"ranks on one CPU (gloo) measure per-call latency, not an interconnect; {evidence}"
     steady = [r for r in at if not r.noisy]
     if not steady:
@@ -315,7 +321,7 @@ def fp8_small_matmuls_slower(e: Evidence, t: Thresholds) -> Verdict:
     supported where the smallest is slower than bf16 and every slower one is smaller than every
     faster one (a crossover, or none within the sizes measured); contradicted where fp8 pays at
     the smallest size measured, or a larger size is slower than a smaller one that paid."""
-    if e.machine.device_type != "cuda":
+    if e.on_host:
         return NOT_MEASURED, "fp8 matmuls on a CPU run in software (torch._scaled_mm's reference kernel)"
     bf16 = {r.setup: r for r in e.ok([BF16_BASELINE]) if r.tflops and r.step_time_ms}
     rows = [r for r in e.ok(FP8_MODES) if BF16_BASELINE in r.speedups and r.setup in bf16]

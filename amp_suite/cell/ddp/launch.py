@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from amp_suite.config import CellSpec
+from amp_suite.hardware.backends import backend_of
 from amp_suite.instruments.memory import ForwardedOutOfMemoryError
 
 RENDEZVOUS_TIMEOUT_S = 120  # every rank imports torch before it joins; a loaded 2-core box takes ~10 s
@@ -31,23 +32,17 @@ AGENT_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")  # what the launcher 
 Progress = Callable[[str, int, int], None]
 
 
-def backend(device: torch.device) -> str:
-    return "nccl" if device.type == "cuda" else "gloo"
-
-
 def unsupported_reason(spec: CellSpec, device: torch.device) -> str | None:
     """Why this DDP cell can't run here (not a matter of speed), or None."""
     import torch.distributed as dist
 
     assert spec.ddp is not None
-    name = backend(device)
+    live = backend_of(device)
     if not dist.is_available():
         return "this PyTorch build has no torch.distributed"
-    if not (dist.is_nccl_available() if name == "nccl" else dist.is_gloo_available()):
-        return f"this PyTorch build has no {name} backend for DDP on {device.type}"
-    if device.type == "cuda" and torch.cuda.device_count() < spec.ddp.world_size:
-        return f"world size {spec.ddp.world_size} needs as many GPUs; {torch.cuda.device_count()} visible"
-    return None
+    if not dist.is_backend_available(live.process_group):
+        return f"this PyTorch build has no {live.process_group} backend for DDP on {device.type}"
+    return live.missing_devices(spec.ddp.world_size)
 
 
 def measure_ddp(spec: CellSpec, device: torch.device, progress: Progress) -> dict[str, Any]:

@@ -24,14 +24,14 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from amp_suite.cell import compilation
-from amp_suite.cell.ddp.launch import backend
 from amp_suite.cell.loop import Trainer
 from amp_suite.cell.pipeline import Curves, cudnn_autotune, first_bad_step, measure_session, prepare
 from amp_suite.cell.precision import PrecisionPolicy, make_policy
 from amp_suite.config import CellSpec
 from amp_suite.data import DeviceBatches, batch_order, order_hash
+from amp_suite.hardware.backends import backend_of
 from amp_suite.instruments.memory import memory_at_oom
-from amp_suite.instruments.timers import make_step_timer, step_stats
+from amp_suite.instruments.timers import step_stats
 from amp_suite.records.results import describe_error
 from amp_suite.signals import stop_with_parent
 
@@ -58,23 +58,18 @@ def _failure(exc: Exception, device: torch.device | None) -> dict[str, Any]:
     """The error in one line and, when it is an OOM, this rank's allocator figures at that moment,
     which the launcher puts in the record (its own allocator never held the rank's tensors)."""
     oom = isinstance(exc, torch.OutOfMemoryError)
-    memory = memory_at_oom(device) if oom and device is not None else {}
+    memory = memory_at_oom(backend_of(device)) if oom and device is not None else {}
     return {"error": describe_error(exc, limit=400), "oom": oom, "memory": memory}
 
 
 def rank_device(spec: CellSpec) -> torch.device:
-    return torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if spec.device == "cuda" else "cpu")
+    return backend_of(spec.device).rank_device(int(os.environ["LOCAL_RANK"]))
 
 
 def run_rank(spec: CellSpec, device: torch.device, rank: int, world: int) -> dict[str, Any]:
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    else:
-        # One intra-op thread per rank, as torchrun sets: a rank stands for one device, world size N
-        # uses N cores. Several threads per rank make OpenMP's spinning workers fight gloo's own
-        # threads for the cores (measured on a 2-core box: a 1.5 ms MLP step took 47 ms).
-        torch.set_num_threads(1)
-    dist.init_process_group(backend(device), device_id=device if device.type == "cuda" else None)
+    live = backend_of(device)
+    live.take_for_rank()
+    dist.init_process_group(live.process_group, device_id=live.bound_device())
     try:
         with make_policy(spec.precision, device.type).numerics(), cudnn_autotune(device):
             return measure_rank(spec, device, rank, world)
@@ -88,11 +83,12 @@ def measure_rank(spec: CellSpec, device: torch.device, rank: int, world: int) ->
     # One seeded stream of batches for every world size; rank r takes every world-th of it.
     stream = batch_order(len(session.data.train), spec.batch_size, world * (spec.warmup_steps + spec.steps), spec.seed)
     mine = stream[rank::world]
+    live = backend_of(device)
     wrapped = None
 
     def wrap(trainer: Trainer) -> Trainer:
         nonlocal wrapped
-        wrapped = DistributedDataParallel(session.model, device_ids=[device.index] if device.type == "cuda" else None)
+        wrapped = DistributedDataParallel(session.model, device_ids=live.ddp_device_ids())
         _register_hook(wrapped, spec.ddp.comm_hook)
         return replace(trainer, model=compilation.compiled(wrapped, spec.compile))
 
@@ -107,7 +103,7 @@ def measure_rank(spec: CellSpec, device: torch.device, rank: int, world: int) ->
     # everything the record says about the model was measured above.
     replay = DeviceBatches(session.data.train, mine[spec.warmup_steps :])
     dist.barrier()
-    no_sync_timer = make_step_timer(device, spec.steps)
+    no_sync_timer = live.step_timer(spec.steps)
     with wrapped.no_sync():
         timed.trainer.run(replay, spec.steps, no_sync_timer)
     no_sync = step_stats(no_sync_timer.read()[0])
@@ -119,8 +115,8 @@ def measure_rank(spec: CellSpec, device: torch.device, rank: int, world: int) ->
         "step_time_ms_no_sync_mean": no_sync.mean_ms,
         "comm_share_raw": raw_share,
         "comm_share": max(0.0, raw_share),
-        "ddp_backend": backend(device),
-        "rank_threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "ddp_backend": live.process_group,
+        "rank_threads": torch.get_num_threads() if live.is_host else None,
         "batch_order_hash": order_hash(stream),  # the whole stream: equal across ranks and world sizes' prefixes
         **_check_finite(timed.warmup, timed.measured, session.policy, rank),
     }

@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from amp_suite.instruments import LiveDevice
+
 PROFILED_STEPS = 3
 # What CUPTI records on the device's timeline: kernels, copies and fills. Not the GPU-side mirror of
 # record_function ranges ("gpu_user_annotation"), which spans the work it names, idle gaps included.
@@ -81,8 +83,9 @@ def cuda_trace(device: torch.device) -> Iterator[Callable[[], list[DeviceSpan]]]
         print(f"GPU work: the trace could not be read ({type(error).__name__}: {error}): not measured", flush=True)
 
 
-def supported(device: torch.device) -> bool:
-    return device.type == "cuda"
+def supported(device: LiveDevice) -> bool:
+    """A timeline of kernels to read: a GPU's (a CPU's ops run on the host that launches them)."""
+    return not device.is_host
 
 
 trace = cuda_trace
@@ -92,7 +95,7 @@ trace = cuda_trace
 class GpuWork:
     """The busy time per step of the steps traced, once `run` has traced some."""
 
-    device: torch.device
+    device: LiveDevice
     busy_ms_per_step: float | None = None
     steps: int = 0
 
@@ -103,7 +106,7 @@ class GpuWork:
         if traced < 1:
             return [train(steps)]
         first = train(steps - traced)
-        with trace(self.device) as spans:
+        with trace(self.device.device) as spans:
             last = train(traced)
         found = spans()
         if not found:  # no kernel in the trace: CUPTI saw nothing (unavailable, or taken), which is no idle GPU

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 import torch
+
+from amp_suite.instruments import LiveDevice
 
 _HOST_READS = ("item", "tolist", "__bool__")
 
@@ -30,34 +32,33 @@ class SyncCount:
     count: int = 0
 
 
+def count_host_syncs(device: LiveDevice, optimizer: torch.optim.Optimizer) -> AbstractContextManager[SyncCount]:
+    """The count over the block, as `device`'s backend counts it (count_cuda_syncs, count_host_reads)."""
+    return device.host_syncs(optimizer)
+
+
 @contextmanager
-def count_host_syncs(device: torch.device, optimizer: torch.optim.Optimizer) -> Iterator[SyncCount]:
+def count_cuda_syncs() -> Iterator[SyncCount]:
+    """Every synchronising CUDA call in the block, as CUDA's sync-debug mode flags it."""
     counter = SyncCount()
-    if device.type == "cuda":
-        with _cuda_sync_warnings(counter):
-            yield counter
-    else:
-        with _host_reads(counter, lambda: _step_counters(optimizer)):
-            yield counter
-
-
-@contextmanager
-def _cuda_sync_warnings(counter: SyncCount) -> Iterator[None]:
     saved = torch.cuda.get_sync_debug_mode()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
         try:
-            yield
+            yield counter
         finally:
             torch.cuda.set_sync_debug_mode(saved)
     counter.count = sum("synchronizing CUDA operation" in str(warning.message) for warning in caught)
 
 
 @contextmanager
-def _host_reads(counter: SyncCount, exempt: Callable[[], set[int]]) -> Iterator[None]:
-    """Counts reads but of the tensors `exempt()` names when they happen: an optimizer makes its step
-    counters in its first step, so a count that starts before it would miss them."""
+def count_host_reads(optimizer: torch.optim.Optimizer) -> Iterator[SyncCount]:
+    """The reads in the block that would synchronise on a GPU, but of the optimizer's step counters,
+    looked up when each read happens: an optimizer makes them in its first step, so a count that
+    starts before it would miss them."""
+    counter = SyncCount()
+    exempt: Callable[[], set[int]] = lambda: _step_counters(optimizer)  # noqa: E731
     originals = {name: getattr(torch.Tensor, name) for name in _HOST_READS}
 
     def counted(name: str):
@@ -73,7 +74,7 @@ def _host_reads(counter: SyncCount, exempt: Callable[[], set[int]]) -> Iterator[
     try:
         for name in _HOST_READS:
             setattr(torch.Tensor, name, counted(name))
-        yield
+        yield counter
     finally:
         for name, original in originals.items():
             setattr(torch.Tensor, name, original)

@@ -13,6 +13,7 @@ from amp_suite.cell.loop import Trainer
 from amp_suite.cell.pipeline import prepare, step_diagnostics
 from amp_suite.cell.run import run_cell
 from amp_suite.config import Matrix
+from amp_suite.hardware.backends.cpu import CpuBackend
 from amp_suite.instruments.diagnostics.flops import count_step_flops
 from amp_suite.instruments.diagnostics.underflow import grad_underflow_fraction
 from amp_suite.instruments.memory import PeakMemory
@@ -199,7 +200,7 @@ def test_cached_blocks_are_released_after_the_diagnostics_and_the_peak_reset_aft
         return call
 
     monkeypatch.setattr(pipeline, "count_step_flops", logged("diagnostics", pipeline.count_step_flops))
-    monkeypatch.setattr(pipeline, "release_cached_blocks", logged("release", pipeline.release_cached_blocks))
+    monkeypatch.setattr(CpuBackend, "release_cached_blocks", logged("release", CpuBackend.release_cached_blocks))
     monkeypatch.setattr(Trainer, "step", logged("step", Trainer.step))
     monkeypatch.setattr(PeakMemory, "__enter__", logged("peak reset", PeakMemory.__enter__))
     spec = CELLS["fp32"]

@@ -142,6 +142,7 @@ def test_a_fused_optimizer_takes_fp16s_step_without_a_host_sync():
     """GradScaler.step reads the inf/NaN flag on the host (a sync on a GPU) for torch's default
     optimizers, and hands it to a fused one's kernel instead. On a CPU the count is of the reads that
     would sync on a GPU (instruments.diagnostics.host_syncs): one a step, then none."""
+    from amp_suite.hardware.backends import backend_of
     from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
 
     counted = {}
@@ -149,7 +150,7 @@ def test_a_fused_optimizer_takes_fp16s_step_without_a_host_sync():
         model = torch.nn.Linear(4, 2)
         optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=fused)
         policy = _fp16_steps(optimizer, model, poisoned_steps=set())  # the optimizer's state exists
-        with count_host_syncs(torch.device("cpu"), optimizer) as syncs:
+        with count_host_syncs(backend_of("cpu"), optimizer) as syncs:
             _fp16_steps(optimizer, model, poisoned_steps=set(), policy=policy)
         counted[fused] = syncs.count / 2  # per step: _fp16_steps took two
     assert counted == {None: 1, True: 0}

@@ -154,11 +154,11 @@ import os
 
 import torch
 
-import amp_suite.cell.pipeline
 import amp_suite.cell.run
+from amp_suite.hardware.backends.cpu import CpuBackend
 
 real_measure = amp_suite.cell.run.measure
-real_held = amp_suite.cell.pipeline.held
+real_held = CpuBackend.held
 seed = []
 
 
@@ -174,12 +174,12 @@ def measure(spec, device, progress, **options):
     return real_measure(spec, device, progress, **options)
 
 
-def held(device):
-    return {"held_mb": 6000.0, "free_mb": 7000.0} if seed[-1] == 1 else real_held(device)
+def held(backend):
+    return {"held_mb": 6000.0, "free_mb": 7000.0} if seed[-1] == 1 else real_held(backend)
 
 
 amp_suite.cell.run.measure = measure
-amp_suite.cell.pipeline.held = held
+CpuBackend.held = held
 """
 
 

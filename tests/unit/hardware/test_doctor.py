@@ -5,8 +5,8 @@ import json
 from typer.testing import CliRunner
 
 from amp_suite.cli import app
+from amp_suite.hardware.backends.cpu import _cpuinfo
 from amp_suite.hardware.doctor import recommend
-from amp_suite.hardware.probe import _cpuinfo
 from amp_suite.records.machine import CPU_BF16_FLAGS, CPU_FP16_FLAGS, cpu_caps
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from amp_suite.hardware.probe import _cpuinfo, probe
+from amp_suite.hardware.backends.cpu import _cpuinfo
+from amp_suite.hardware.probe import probe
 from amp_suite.records.machine import cpu_caps
 
 

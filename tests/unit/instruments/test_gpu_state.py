@@ -8,10 +8,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from amp_suite.hardware.backends import backend_of
+from amp_suite.hardware.backends.cuda import CudaBackend
 from amp_suite.instruments import TimedRegion, gpu_state, nvml
 from amp_suite.instruments.gpu_state import FIELDS, GpuState
 
-CUDA = torch.device("cuda", 0)
+CUDA = CudaBackend(torch.device("cuda", 0))
 SW_THERMAL, GPU_IDLE = 0x20, 0x1
 
 
@@ -195,6 +197,6 @@ def test_without_nvml_every_gpu_field_is_null_and_the_note_says_why(clock):
 def test_on_a_cpu_nothing_is_read_and_every_field_is_null():
     nvml = FakeNvml()
     nvml.init_error = AssertionError("NVML must not be touched for a CPU cell")
-    with GpuState(torch.device("cpu"), nvml) as state:
+    with GpuState(backend_of("cpu"), nvml) as state:
         pass
     assert state.fields(TimedRegion(steps=1, batch_size=10)) == dict.fromkeys(FIELDS)

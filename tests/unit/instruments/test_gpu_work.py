@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from amp_suite.hardware.backends import backend_of
+from amp_suite.hardware.backends.cuda import CudaBackend
 from amp_suite.instruments.diagnostics import gpu_work
 from amp_suite.instruments.diagnostics.gpu_work import DeviceSpan, GpuWork, busy_ns, device_spans
 
@@ -91,7 +93,7 @@ def test_the_method_separates_a_slow_host_from_a_busy_gpu(monkeypatch, launch_ns
     train, trace, clock = simulated_stream(launch_ns, kernel_ns, kernels_per_step=40)
     monkeypatch.setattr(gpu_work, "trace", trace)
     monkeypatch.setattr(gpu_work, "supported", lambda device: True)
-    work = GpuWork(torch.device("cpu"))
+    work = GpuWork(backend_of("cpu"))
     assert work.run(train, 10) == [7, 3]  # the last three steps traced, the first seven not
     step_ms = clock["steps"][-1] / 1e6
     assert work.busy_ms_per_step == pytest.approx(40 * kernel_ns / 1e6)
@@ -99,9 +101,9 @@ def test_the_method_separates_a_slow_host_from_a_busy_gpu(monkeypatch, launch_ns
 
 
 def test_nothing_is_traced_off_a_gpu_nor_in_a_steps_first():
-    work = GpuWork(torch.device("cpu"))
+    work = GpuWork(backend_of("cpu"))
     assert work.run(lambda n: n, 5) == [5] and work.fields(1.0) == {}
-    work.device = torch.device("meta")
+    work.device = CudaBackend(torch.device("cuda"))
     assert work.run(lambda n: n, 1) == [1]
 
 
@@ -115,7 +117,7 @@ def test_a_trace_without_a_kernel_measures_nothing_rather_than_an_idle_gpu(monke
 
     monkeypatch.setattr(gpu_work, "trace", empty)
     monkeypatch.setattr(gpu_work, "supported", lambda device: True)
-    work = GpuWork(torch.device("cpu"))
+    work = GpuWork(backend_of("cpu"))
     assert work.run(lambda n: n, 6) == [3, 3]
     assert work.busy_ms_per_step is None and work.fields(10.0) == {}
     assert "holds no kernel: not measured" in capsys.readouterr().out

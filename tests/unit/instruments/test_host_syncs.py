@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import torch
 
+from amp_suite.hardware.backends import backend_of
 from amp_suite.instruments.diagnostics.host_syncs import count_host_syncs
 
-CPU = torch.device("cpu")
+CPU = backend_of("cpu")
 
 
 def _adam_with_state() -> tuple[torch.nn.Linear, torch.optim.Optimizer]:

@@ -7,6 +7,7 @@ import time
 import pytest
 import torch
 
+from amp_suite.hardware.backends import backend_of
 from amp_suite.instruments.launches import TIMED_KERNELS, host_cost_per_kernel, time_launches
 
 
@@ -38,7 +39,7 @@ def test_the_figure_is_the_hosts_time_per_launch_and_leaves_the_waits_for_the_de
 
 def test_on_this_cpu_it_is_the_dispatch_cost_of_a_tiny_op_measured_well_under_a_second():
     started = time.perf_counter()
-    cost = host_cost_per_kernel(torch.device("cpu"))
+    cost = host_cost_per_kernel(backend_of("cpu"))
     assert time.perf_counter() - started < 1.0
     assert 0 < cost.us_per_kernel < 1000 and cost.kernels == TIMED_KERNELS >= 2000
     assert "dispatch" in cost.method and "CPU" in cost.method
@@ -48,5 +49,5 @@ def test_it_leaves_the_random_state_as_it_found_it():
     """A cell's seed decides its data: the probe before it must not draw."""
     torch.manual_seed(7)
     before = torch.get_rng_state()
-    host_cost_per_kernel(torch.device("cpu"))
+    host_cost_per_kernel(backend_of("cpu"))
     assert torch.equal(torch.get_rng_state(), before)

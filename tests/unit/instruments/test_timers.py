@@ -7,8 +7,10 @@ import time
 import pytest
 import torch
 
+from amp_suite.hardware.backends import backend_of
+from amp_suite.hardware.backends.cuda import CudaBackend
 from amp_suite.instruments import TimedRegion, instrumented, region_instrument
-from amp_suite.instruments.memory import PeakMemory, release_cached_blocks
+from amp_suite.instruments.memory import PeakMemory
 from amp_suite.instruments.timers import CpuStepTimer, CudaStepTimer, HostCpuTime, step_stats
 from amp_suite.records.results import CellRecord
 from amp_suite.records.schema import fields_of, instruments_of
@@ -77,10 +79,11 @@ def test_host_cpu_time_counts_work_not_waiting_and_logs_its_bounds(capsys):
 
 PEAK_PROBE = """
 import torch
+from amp_suite.hardware.backends import backend_of
 from amp_suite.instruments.memory import PeakMemory
-with PeakMemory(torch.device("cpu")) as small:
+with PeakMemory(backend_of("cpu")) as small:
     torch.ones(1)
-with PeakMemory(torch.device("cpu")) as large:
+with PeakMemory(backend_of("cpu")) as large:
     block = torch.ones(64 * 2**20 // 4)  # 64 MiB
     block.add_(1)
 print(small.peak_mb, large.peak_mb, large.kind)
@@ -101,7 +104,7 @@ def test_cuda_timer_and_memory(gpu):
     device = torch.device("cuda")
     a = torch.randn(2048, 2048, device=device)
     timer = CudaStepTimer(2)
-    with PeakMemory(device) as memory:
+    with PeakMemory(backend_of(device)) as memory:
         for _ in range(2):
             with timer:
                 (a @ a).sum()
@@ -196,11 +199,11 @@ def test_the_reserved_peak_is_the_trainings_own_only_when_the_diagnostics_cache_
     monkeypatch, released, reserved_mb
 ):
     allocator, mb = FakeCachingAllocator(monkeypatch), 2**20
-    cuda = torch.device("cuda", 0)
+    cuda = CudaBackend(torch.device("cuda", 0))
     allocator.allocate(6144 * mb)  # the diagnostics' fp32 backward and model copies
     allocator.free(6144 * mb)
     if released:
-        release_cached_blocks(cuda)
+        cuda.release_cached_blocks()
     allocator.allocate(2048 * mb)  # warmup: the training's working set
     with PeakMemory(cuda) as memory:
         allocator.free(512 * mb)  # the timed steps reuse it
@@ -214,7 +217,7 @@ def test_the_timed_region_enters_every_instrument_the_schema_names_and_each_fill
     another (or left one of its own out) would put a wrong figure in every record."""
     names = instruments_of(CellRecord)
     assert {"memory", "gpu_state"} <= set(names)
-    with instrumented(torch.device("cpu")) as readings:
+    with instrumented(backend_of("cpu")) as readings:
         torch.ones(1024).sum()
     assert [type(i) for i in readings.instruments] == [region_instrument(name) for name in names]
     for name, instrument in zip(names, readings.instruments, strict=True):
