@@ -48,7 +48,7 @@ from amp_suite.analysis.quantities import (  # noqa: F401  (the speed verdicts: 
 )
 from amp_suite.analysis.quantities import INVALID as INVALID_PARITY
 from amp_suite.analysis.summary import SummaryRow
-from amp_suite.analysis.words import evidence_words, interval_words, ratio_words, reach_words, times
+from amp_suite.analysis.words import PARITY_WORDS, evidence_words, interval_words, ratio_words, reach_words, times
 from amp_suite.config.base import SKIPPED
 from amp_suite.config.precisions import AMP_MODES, BF16_BASELINE, FP8_MODES, MODE_BY_NAME, REFERENCE
 from amp_suite.hardware.backends import backend_named
@@ -455,7 +455,7 @@ def _accuracy_words(row: SummaryRow) -> str:
     if row.parity.verdict == NOT_JUDGED:
         return f"accuracy not judged ({row.parity.unlearned})"
     if row.parity.verdict == INDICATIVE:
-        return "accuracy kept on one seed (indicative: run more seeds for a verdict)"
+        return f"accuracy kept on one seed ({PARITY_WORDS[INDICATIVE]}: run more seeds for a verdict)"
     return f"accuracy kept ({evidence_words(row.parity)})"
 
 

@@ -6,10 +6,17 @@ there is nothing to say. No markup here: a surface styles the words, never rewri
 
 from __future__ import annotations
 
-from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, Parity, Ratio
+from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, PASS, Parity, ParityVerdict, Ratio
 from amp_suite.analysis.time_to_target import TimeToTarget
+from amp_suite.config.precisions import REFERENCE
 
 NOTHING = "-"
+# What a parity verdict is called wherever people read one: the terminal, the report, MLflow and the
+# answer. The verdict itself is data (records, the report's JSON), which keeps its value.
+PARITY_WORDS: dict[ParityVerdict, str] = {
+    PASS: "pass", FAIL: "fail", INDICATIVE: "indicative", INVALID: "invalid", NOT_JUDGED: "not judged",
+}  # fmt: skip
+AT_RISK_FLAG = "at risk:"  # before a verdict that reads as no failure but is beyond the margin
 
 
 def times(value: float | None) -> str:
@@ -54,23 +61,54 @@ def gap_words(parity: Parity) -> str:
     return f"{parity.delta:+.3g} / {parity.tolerance:.3g}"
 
 
+def verdict_word(parity: Parity) -> str:
+    return PARITY_WORDS[parity.verdict]
+
+
+def risk_flag(parity: Parity) -> str:
+    """"at risk: " where the verdict is to be read with that flag, else ""."""
+    return f"{AT_RISK_FLAG} " if at_risk(parity) else ""
+
+
 def parity_words(parity: Parity | None) -> str:
     """E.g. "pass (+0.002 / 0.018, t-test p=0.012, 3 seeds)"; a one-seed delta beyond its margin says so
     first: "at risk: indicative (-0.062 / 0.0176)"; invalid says what differed."""
     if parity is None:
         return NOTHING
     if parity.verdict == INVALID:
-        return f"{INVALID}: {parity.invalid.words if parity.invalid else 'other data'}"
+        return f"{verdict_word(parity)}: {parity.invalid.words if parity.invalid else 'other data'}"
     if parity.verdict == NOT_JUDGED:
-        return f"{NOT_JUDGED}: {parity.unlearned}"
+        return f"{verdict_word(parity)}: {parity.unlearned}"
     test = rule_words(parity)
-    flag = "at risk: " if at_risk(parity) else ""
-    return f"{flag}{parity.verdict} ({gap_words(parity)}{', ' + test if test else ''})"
+    return f"{risk_flag(parity)}{verdict_word(parity)} ({gap_words(parity)}{', ' + test if test else ''})"
+
+
+def parity_brief(parity: Parity | None) -> str:
+    """A verdict beside the value it judges: "pass (p=0.012)", "at risk: indicative", "fail"."""
+    if parity is None:
+        return NOTHING
+    if parity.p_value is not None:
+        return f"{verdict_word(parity)} ({p_value_words(parity.p_value)})"
+    return f"{risk_flag(parity)}{verdict_word(parity)}"
+
+
+def parity_parts(parity: Parity) -> tuple[str, str, str]:
+    """A verdict in the parts a surface styles apart, tersely: the flag, the verdict's word, the rest
+    ("at risk:", "indicative", " -0.062 / 0.0176"; "", "invalid", ": other batches"); the terminal's."""
+    word = verdict_word(parity)
+    if parity.verdict == INVALID:  # the sides saw other data or batches: nothing compared (the answer says which seed)
+        batches = parity.invalid is not None and parity.invalid.kind == "batch order"
+        return "", word, ": other batches" if batches else ": other data"
+    if parity.verdict == NOT_JUDGED:  # fp32 itself learned nothing: matching it says nothing of accuracy
+        return "", word, f": {REFERENCE} did not learn"
+    test = f" {p_value_words(parity.p_value)}" if parity.p_value is not None else ""
+    test += f" ({parity.method})" if parity.method != "t-test" and parity.verdict != INDICATIVE else ""  # an older rule
+    return (AT_RISK_FLAG if at_risk(parity) else ""), word, f" {gap_words(parity)}{test}"
 
 
 def verdict_words(parity: Parity | None) -> str:
     """A verdict and its delta, where the margin is said elsewhere: "pass (+0.0012)"."""
-    return NOTHING if parity is None else f"{parity.verdict} ({parity.delta:+.4g})"
+    return NOTHING if parity is None else f"{verdict_word(parity)} ({parity.delta:+.4g})"
 
 
 def evidence_words(parity: Parity) -> str:

@@ -27,7 +27,7 @@ from amp_suite.analysis.answer import INCONCLUSIVE, Answer
 from amp_suite.analysis.outcome import Outcome
 from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, PASS
 from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput, other_baselines
-from amp_suite.analysis.words import gap_words, interval_words, p_value_words, ratio_words, times
+from amp_suite.analysis.words import interval_words, parity_parts, ratio_words, times
 from amp_suite.config import CellSpec
 from amp_suite.config.base import DIVERGED, FAILED, INTERRUPTED, OK, OOM, SKIPPED
 from amp_suite.config.precisions import REFERENCE
@@ -303,17 +303,12 @@ def _validation(row: SummaryRow) -> str:
 def _parity(row: SummaryRow) -> str:
     if row.parity is None:
         return ""
-    p = row.parity
-    if p.verdict == INVALID:  # the sides saw other data or batches: nothing compared (the answer says which seed)
-        what = "other batches" if p.invalid and p.invalid.kind == "batch order" else "other data"
-        return f"[{PARITY_STYLE[p.verdict]}]invalid: {what}[/]"
-    if p.verdict == NOT_JUDGED:  # fp32 itself learned nothing: matching it says nothing of accuracy
-        return f"[{PARITY_STYLE[p.verdict]}]not judged: {REFERENCE} did not learn[/]"
+    flag, word, rest = parity_parts(row.parity)
+    style = PARITY_STYLE[row.parity.verdict]
+    if row.parity.verdict in (INVALID, NOT_JUDGED):  # nothing was compared: the whole cell in the verdict's style
+        return f"[{style}]{plain(word + rest)}[/]"
     # One seed, its delta beyond the tolerance: no verdict, but not to be read as a pass either.
-    at_risk = "[bold yellow]at risk:[/] " if p.verdict == INDICATIVE and p.beyond_tolerance else ""
-    test = f" {p_value_words(p.p_value)}" if p.p_value is not None else ""
-    test += f" ({p.method})" if p.method != "t-test" and p.verdict != INDICATIVE else ""  # an older record's rule
-    return f"{at_risk}[{PARITY_STYLE[p.verdict]}]{p.verdict}[/] {gap_words(p)}{test}"
+    return (f"[bold yellow]{plain(flag)}[/] " if flag else "") + f"[{style}]{plain(word)}[/]{plain(rest)}"
 
 
 def _to_target(row: SummaryRow) -> str:

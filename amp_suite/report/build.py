@@ -28,6 +28,7 @@ from amp_suite.analysis.summary import (
     natural_throughput,
     setup_key,
 )
+from amp_suite.analysis.words import PARITY_WORDS
 from amp_suite.config.precisions import FP8_MODES, TF32_BASELINE
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
 from amp_suite.records.machine import Machine
@@ -175,8 +176,8 @@ def _notes(summary: list[SummaryRow], baseline: str) -> list[str]:
     if single:
         notes.append(
             f"{len(single)} of {sum(row.parity is not None for row in summary)} comparisons with fp32 rest on one"
-            " seed: their parity is only indicative, and their speedups' intervals see the windows of one run, not"
-            " how runs differ. `repeats: 3` in the matrix gives verdicts."
+            f" seed: their parity is only {PARITY_WORDS[INDICATIVE]}, and their speedups' intervals see the windows of"
+            " one run, not how runs differ. `repeats: 3` in the matrix gives verdicts."
         )
     if any(row.precision in FP8_MODES and row.mfu is not None for row in summary):
         notes.append(

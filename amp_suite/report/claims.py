@@ -19,7 +19,7 @@ from amp_suite.analysis.answer import NO_ANSWER, Answer
 from amp_suite.analysis.bound import GPU_BOUND
 from amp_suite.analysis.quantities import FAIL, PASS
 from amp_suite.analysis.summary import SummaryRow
-from amp_suite.analysis.words import reach_words, times
+from amp_suite.analysis.words import PARITY_WORDS, reach_words, times, verdict_word, verdict_words
 from amp_suite.config.base import OK, SKIPPED
 from amp_suite.config.precisions import (
     AMP_MODES,
@@ -173,7 +173,7 @@ def bf16_keeps_parity(e: Evidence, t: Thresholds) -> Verdict:
             why = f"{names} runs were not shown within the margin, nor beyond it: run more seeds"
         return NOT_MEASURED, why
     failed = [r for r in judged if r.parity.verdict == FAIL]
-    listing = "; ".join(f"{r.where} {r.precision} {r.parity.verdict} ({r.parity.delta:+.4g})" for r in judged)
+    listing = "; ".join(f"{r.where} {r.precision} {verdict_words(r.parity)}" for r in judged)
     return (CONTRADICTED if failed else SUPPORTED), f"without a loss scaler: {listing}"
 
 
@@ -196,7 +196,7 @@ def fp16_needs_scaler(e: Evidence, t: Thresholds) -> Verdict:
         reach = row.time_to_target  # learning that stalls never gets to the target
         findings.append(
             f"{row.where}: {underflow:.0%} of gradients below fp16's floor;"
-            f" without a scaler parity {row.parity.verdict}, with GradScaler {with_scaler}"
+            f" without a scaler parity {verdict_word(row.parity)}, with GradScaler {PARITY_WORDS[with_scaler]}"
             + (f"; {reach_words(reach, precision)}" if reach is not None else "")
         )
     if not findings:

@@ -17,12 +17,12 @@ from typing import get_args
 
 from markupsafe import Markup, escape
 
+from amp_suite.analysis import words
 from amp_suite.analysis.answer import UNJUDGED, WORTHWHILE_GAIN, Accuracy, Answer
-from amp_suite.analysis.quantities import ParityVerdict
+from amp_suite.analysis.quantities import INDICATIVE, INVALID, PASS
 from amp_suite.analysis.summary import SummaryRow, other_baselines
 from amp_suite.analysis.words import (
-    at_risk,
-    p_value_words,
+    parity_brief,
     parity_words,
     ratio_words,
     target_words,
@@ -194,16 +194,7 @@ def _memory_cell(row: SummaryRow, base: str) -> str:
 def _accuracy_cell(row: SummaryRow, base: str) -> str:
     if row.val_metric is None:
         return "-"
-    return f"{row.val_metric:.4g}" + ("" if row.precision == REFERENCE else f", {_parity_word(row)}")
-
-
-def _parity_word(row: SummaryRow) -> str:
-    if row.parity is None:
-        return "-"
-    p = row.parity
-    if p.p_value is not None:
-        return f"{p.verdict} ({p_value_words(p.p_value)})"
-    return f"at risk: {p.verdict}" if at_risk(p) else p.verdict
+    return f"{row.val_metric:.4g}" + ("" if row.precision == REFERENCE else f", {parity_brief(row.parity)}")
 
 
 def _cells(report: Report, labels: dict[str, str]) -> list[Section]:
@@ -283,11 +274,13 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
         "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) comes from the "
         "windows of each seed's timed steps (paired window by window where the modes ran side by side) and from "
         "the seeds' spread, on the log scale. Parity compares the validation metric with fp32's on the same "
-        "seeds: with two or more, a one-sided paired t test of non-inferiority at the margin (pass: p below "
-        "alpha, 0.05 by default; its p-value and seeds shown); indicative with one (marked at risk where its "
-        "delta is beyond the margin); invalid where a seed saw other data or batches than fp32's. To target: "
-        "fp32's training time to the workload's target over this mode's (warmup steps and evaluations excluded), "
-        "on the seeds both reached it, with the seeds that reached it. Noisy: a seed's throughput varied by more "
+        "seeds: with two or more, a one-sided paired t test of non-inferiority at the margin "
+        f"({words.PARITY_WORDS[PASS]}: p below alpha, 0.05 by default; its p-value and seeds shown); "
+        f"{words.PARITY_WORDS[INDICATIVE]} with one (marked {words.AT_RISK_FLAG.rstrip(':')} where its delta is "
+        f"beyond the margin); {words.PARITY_WORDS[INVALID]} where a seed saw other data or batches than fp32's. "
+        "To target: fp32's training time to the workload's target over this mode's (warmup steps and evaluations "
+        "excluded), on the seeds both reached it, with the seeds that reached it. Noisy: a seed's throughput "
+        "varied by more "
         f"than {NOISY_SPREAD:.0%} across its timed windows ((max - min) / median, the widest shown): the machine "
         "changed under it, and no answer rests on it; a host-bound row's spread is its host's jitter instead. "
         "Bound (GPU rows): host-bound where the GPU sat idle at least half the step (its kernels traced on warmup "
@@ -580,17 +573,23 @@ def to_html(report: Report, figures: Sequence[Figure]) -> str:
     )
 
 
-# The words a cell may start with that say how it went, each declared where it is decided.
-VERDICT_WORDS = (
-    *get_args(ClaimVerdict), *get_args(ReferenceVerdict), *get_args(ParityVerdict), *get_args(Status),
-    *(f"accuracy {word}" for word in get_args(Accuracy)), "at risk:",
-)  # fmt: skip
+def verdict_classes() -> dict[str, str]:
+    """The words a cell may start with that say how it went, each declared where it is decided, and
+    the verdict each names: a parity verdict by its words (analysis.words), the others as they are."""
+    named = (*get_args(ClaimVerdict), *get_args(ReferenceVerdict), *get_args(Status))
+    return {
+        **{word: word for word in named},
+        **{word: verdict for verdict, word in words.PARITY_WORDS.items()},
+        **{f"accuracy {word}": f"accuracy {word}" for word in get_args(Accuracy)},
+        words.AT_RISK_FLAG: "at risk",
+    }
 
 
 def verdict_class(cell: str) -> str:
     """A CSS class for a cell that starts with a verdict or status ("fail (-0.87 / 0.02)"), else ""."""
-    word = next((w for w in VERDICT_WORDS if cell == w or cell.startswith((w + " (", w + " [", w + ",", w + " "))), "")
-    return word.rstrip(":").replace(" ", "-")
+    classes = verdict_classes()
+    word = next((w for w in classes if cell == w or cell.startswith((w + " (", w + " [", w + ",", w + " "))), None)
+    return "" if word is None else classes[word].replace(" ", "-")
 
 
 CODE_SPAN = re.compile(r"`([^`]+)`")

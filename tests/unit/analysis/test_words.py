@@ -1,0 +1,64 @@
+"""The words of the summary's quantities have one source (analysis.words): change a parity verdict's
+words there and every surface follows (issue 54): the terminal's table, the report's Markdown and
+HTML, the MLflow run's description, and the answer."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+from support.fixture_records import A100, CPU, MLP, records, three
+
+from amp_suite.analysis import words
+from amp_suite.analysis.quantities import INDICATIVE, PASS
+from amp_suite.analysis.summary import summarize
+from amp_suite.cli.display import print_summary
+from amp_suite.report import build_report
+from amp_suite.report.render import to_html, to_markdown
+from amp_suite.tracking.cell_view import verdict_line
+
+
+def surfaces(made: list) -> dict[str, str]:
+    report = build_report(made, [])
+    console = Console(record=True, width=250)
+    print_summary(console, summarize(made), "fixture", None)
+    rows = {row.precision: row for row in report.rows}
+    return {
+        "terminal": console.export_text(),
+        "markdown": to_markdown(report, []),
+        "html": to_html(report, []),
+        "mlflow": "\n".join(verdict_line(record, rows[record.precision]) for record in made),
+        "answer": " ".join(answer.sentence for answer in report.answer),
+    }
+
+
+def test_a_verdicts_words_changed_at_their_source_change_on_every_surface(monkeypatch):
+    made = records(A100, MLP, {"fp32": three(1000.0), "bf16": three(1900.0)})  # three seeds: a t-test's pass
+    before = surfaces(made)
+    assert all("pass (" in shown or "pass +" in shown for name, shown in before.items() if name != "answer")
+    monkeypatch.setitem(words.PARITY_WORDS, PASS, "holds")
+    after = surfaces(made)
+    assert "] holds +" not in after["terminal"] and "holds +" in after["terminal"]
+    assert "| 0.9, holds (p" in after["markdown"] and "holds (+" in after["markdown"]
+    assert '<td class="pass">holds (+' in after["html"]  # its words changed, its verdict (and colour) did not
+    assert "parity holds (+" in after["mlflow"]
+    assert not any("pass (" in shown or "pass +" in shown for shown in after.values())
+
+
+def test_a_one_seed_verdicts_words_and_its_flag_follow_too(monkeypatch):
+    beyond = records(CPU, MLP, {"fp32": [(1000.0, 0.881)], "bf16": [(1300.0, 0.819)]})  # beyond the margin
+    within = records(A100, MLP, {"fp32": [(1000.0, 0.881)], "bf16": [(1900.0, 0.880)]})
+    monkeypatch.setitem(words.PARITY_WORDS, INDICATIVE, "one seed's word")
+    monkeypatch.setattr(words, "AT_RISK_FLAG", "watch:")
+    flagged = surfaces(beyond)
+    assert "watch: one seed's word -0.062 / 0.0176" in flagged["terminal"]
+    assert "| watch: one seed's word (-0.062 / 0.0176) |" in flagged["markdown"]
+    assert '<td class="at-risk">watch: one seed&#39;s word (-0.062 / 0.0176)</td>' in flagged["html"]
+    assert "parity watch: one seed's word (-0.062 / 0.0176)" in flagged["mlflow"]
+    kept = surfaces(within)["answer"]
+    assert "accuracy kept on one seed (one seed's word: run more seeds for a verdict)" in kept
+    assert "indicative" not in kept + flagged["terminal"] + flagged["markdown"] + flagged["mlflow"]
+
+
+@pytest.mark.parametrize("verdict", list(words.PARITY_WORDS))
+def test_every_parity_verdict_has_its_words(verdict):
+    assert words.PARITY_WORDS[verdict]
