@@ -51,7 +51,7 @@ from amp_suite.analysis.summary import SummaryRow
 from amp_suite.analysis.words import PARITY_WORDS, evidence_words, interval_words, ratio_words, reach_words, times
 from amp_suite.config.base import SKIPPED
 from amp_suite.config.precisions import AMP_MODES, BF16_BASELINE, FP8_MODES, MODE_BY_NAME, REFERENCE
-from amp_suite.hardware.backends import backend_named
+from amp_suite.hardware.backends import backend_recorded
 from amp_suite.hardware.capability import recommend
 from amp_suite.records.machine import Machine
 from amp_suite.records.results import TimingStop
@@ -318,7 +318,7 @@ def _benchmark_answer(group: list[SummaryRow], machine: Machine | None, where: d
         why = f"{BF16_BASELINE} {base.status}" if base else f"{BF16_BASELINE} was not run"
         sentence = f"no answer: {why}, and a benchmark's fp8 modes are compared with it"
         return Answer(**where, **_no_mode(), sentence=sentence)
-    if machine is not None and backend_named(machine.device_type).is_host:  # no GPU kernels to time
+    if machine is not None and backend_recorded(machine.device_type).is_host:  # no GPU kernels to time
         sentence = (
             f"not judged: on a {machine.device_type.upper()} the benchmark's times are its ops' CPU times, not the"
             " GPU kernel times it measures (a rehearsal of the program)"

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from amp_suite.analysis.quantities import FAIL, INVALID
+from amp_suite.analysis.quantities import FAIL, INVALID, NOT_JUDGED
 from amp_suite.analysis.summary import BASELINE, SummaryRow
+from amp_suite.analysis.words import PARITY_WORDS
 from amp_suite.config import Expectation
 from amp_suite.config.base import OK, SKIPPED
 from amp_suite.records.results import CellRecord
@@ -61,15 +62,20 @@ def judge(records: Sequence[CellRecord], summary: Sequence[SummaryRow], expect: 
         where = f"{row.workload}/bs{row.batch_size}/{row.precision}"
         if wanted is not None:
             (held if verdict == wanted else unexpected).append(
-                f"{where}: parity {verdict or 'not judged'} (expected {wanted})"
+                f"{where}: parity {_called(verdict)} (expected {_called(wanted)})"
             )
         elif verdict == FAIL:
             p = row.parity
-            unexpected.append(f"{where}: parity fail ({p.delta:+.4g} against a margin of {p.tolerance:.4g})")
+            unexpected.append(f"{where}: parity {_called(FAIL)} ({p.delta:+.4g} against a margin of {p.tolerance:.4g})")
         elif verdict == INVALID:  # never pooled: a comparison of other data is no verdict at all
-            unexpected.append(f"{where}: parity invalid ({row.parity.invalid and row.parity.invalid.words})")
+            unexpected.append(f"{where}: parity {_called(INVALID)} ({row.parity.invalid and row.parity.invalid.words})")
     code = ExitCode.CELLS_FAILED if failed else ExitCode.UNEXPECTED_VERDICT if unexpected else ExitCode.OK
     return Outcome(code, tuple(failed + unexpected), tuple(held))
+
+
+def _called(verdict: str | None) -> str:
+    """A verdict as people read it (analysis.words); no parity at all reads as not judged."""
+    return PARITY_WORDS.get(verdict or NOT_JUDGED, str(verdict))
 
 
 def _declared(expect: Sequence[Expectation], workload: str, precision: str, field: str) -> str | None:

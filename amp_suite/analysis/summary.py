@@ -32,7 +32,7 @@ from amp_suite.config.base import DIVERGED, FAILED, INTERRUPTED, OK, OOM, SKIPPE
 from amp_suite.config.matrix import LEGACY_PARITY_METHOD
 from amp_suite.config.precisions import REFERENCE, SPEED_BASELINES, precision_order
 from amp_suite.config.recorded import metric_label_of, recorded_workload
-from amp_suite.hardware.backends import backend_named
+from amp_suite.hardware.backends import backend_recorded
 from amp_suite.records.results import CellRecord, TimingStop
 
 BASELINE = REFERENCE  # the accuracy reference and the default speed baseline
@@ -354,7 +354,7 @@ def _gpu_work(group: list[CellRecord], fp32: list[CellRecord]) -> dict[str, obje
         "gpu_idle_fraction": mean_of(_per_seed(group, "gpu_idle_fraction").values()),
         "gpu_work_ratio": None if saved is None else Ratio(saved, BASELINE, seeds=len(busy.keys() & fp32_busy.keys())),
     }
-    if backend_named(group[0].device).is_host and not busy:  # a CPU: its "device" is the host
+    if backend_recorded(group[0].device).is_host and not busy:  # a CPU: its "device" is the host
         return found
     step = _mean_step_ms(group) if busy else mean_of(_per_seed(group, "step_time_ms_p50").values())
     found["bound"] = step_bound(

@@ -208,9 +208,10 @@ def _thread_lock_for_progress_bars() -> None:
 
 
 def _place(placement: dict) -> None:
-    """Before anything touches CUDA (the forkserver never did): CUDA reads the variable once, at init."""
-    if placement["visible_devices"] is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = placement["visible_devices"]
+    """Before anything touches the device (the forkserver never did): CUDA reads its visible-devices
+    variable once, at init. The parent named the variable, its device's backend's (worker.Placement)."""
+    if placement["visible_devices"] is not None and placement["variable"] is not None:
+        os.environ[placement["variable"]] = placement["visible_devices"]
     if placement["threads"] is not None:
         import torch
 

@@ -16,9 +16,10 @@ from typing import Protocol
 
 from amp_suite.config import CellSpec
 from amp_suite.execution.fleet import Fleet, capacity, machine_types, slots
-from amp_suite.execution.scheduler import cuda_visible, threads_per_cell
+from amp_suite.execution.scheduler import threads_per_cell, visible_index
 from amp_suite.execution.watchdog import Watch
 from amp_suite.execution.worker import UNPLACED, Context, Placement, Seat, cell_context, run_isolated
+from amp_suite.hardware.backends import backend_named
 from amp_suite.records.results import CellRecord
 
 Progress = Callable[[str, int, int], None]
@@ -78,9 +79,11 @@ class OnThisBox:
         `watch`: what the run hears of the cell (execution.watchdog), kept by the caller."""
         context = self.context
         assert context is not None, "prepare() first"
-        placement = Placement(",".join(cuda_visible(index) for index in held), self.threads) if held else UNPLACED
 
         def run(cell: CellSpec, progress: Progress) -> CellRecord:
+            variable = backend_named(cell.device).visible_devices
+            named = ",".join(visible_index(index, variable) for index in held) if variable else None
+            placement = Placement(named, self.threads, variable) if held else UNPLACED
             return run_isolated(
                 context, cell, log, progress, placement=placement, cancelled=cancelled, seat=seat, watch=watch
             )

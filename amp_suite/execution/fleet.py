@@ -25,8 +25,8 @@ from typing import Any
 
 from amp_suite.config import CellSpec, ConfigError
 from amp_suite.config.base import FAILED
-from amp_suite.execution.worker import Cancelled
-from amp_suite.hardware.backends import backend_named
+from amp_suite.execution.worker import Cancelled, Placement
+from amp_suite.hardware.backends import backend_named, registered
 from amp_suite.records.finish import finished
 from amp_suite.records.results import CellRecord, describe_error
 
@@ -47,18 +47,27 @@ class NodeResult:
     node: str
 
 
+def _gpus_ray_gave() -> Placement:
+    """The GPUs Ray gave this task, named to the cell in the variable Ray set: a backend's
+    visible-devices variable, the one of the GPUs Ray gave, whichever device the cell names."""
+    for variable in (cls.visible_devices for cls in registered() if cls.visible_devices):
+        if variable in os.environ:
+            return Placement(os.environ[variable], variable=variable)
+    return Placement()
+
+
 def _run_on_node(spec_json: str) -> NodeResult:
     """The Ray task: one cell, in a fresh process of this node, its log kept in a scratch folder."""
-    from amp_suite.execution.worker import Placement, cell_context, run_isolated
+    from amp_suite.execution.worker import cell_context, run_isolated
 
     spec = CellSpec.model_validate_json(spec_json)
     # Ray reuses this worker process for later tasks (max_calls defaults to 0, "no limit", unless
-    # num_gpus is given at decoration) and sets CUDA_VISIBLE_DEVICES to each task's GPUs while it
-    # runs. The cell is forked from the forkserver the first task started, which kept that task's
+    # num_gpus is given at decoration) and sets the visible-devices variable to each task's GPUs
+    # while it runs. The cell is forked from the forkserver the first task started, which kept that task's
     # value: name this task's GPUs to the cell (max_calls=1 would pay a new worker and forkserver,
     # torch's import, per cell). None (a CPU run: Ray sets nothing) inherits, and every task of
     # that run is a CPU task (a job's workers serve that job only).
-    placement = Placement(visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+    placement = _gpus_ray_gave()
     with tempfile.TemporaryDirectory(prefix="amp-suite-cell-") as scratch:
         log = Path(scratch) / "cell.log"
         context = cell_context([spec.workload.module])

@@ -70,10 +70,10 @@ class GpuSelection:
         return [str(index) for index in self.indexes]
 
 
-def cuda_visible(index: str) -> str:
-    """The index as this process sees it, as the cell's CUDA_VISIBLE_DEVICES must name it: the
+def visible_index(index: str, variable: str) -> str:
+    """The index as this process sees it, as the cell's visible-devices `variable` must name it: the
     parent may itself see a subset (CUDA_VISIBLE_DEVICES=4,5 makes our 0 the box's 4)."""
-    inherited = [part for part in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    inherited = [part for part in os.environ.get(variable, "").split(",") if part.strip()]
     return inherited[int(index)].strip() if inherited else index
 
 

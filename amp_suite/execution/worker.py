@@ -58,8 +58,9 @@ Context = multiprocessing.context.BaseContext
 class Placement:
     """Where a cell runs when it shares the box: the GPUs it sees, and the CPU threads it may use."""
 
-    visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES for the cell: "2", or "0,1" for a DDP cell
+    visible_devices: str | None = None  # the GPUs it sees, in its backend's variable: "2", or "0,1" for DDP
     threads: int | None = None  # torch's intra-op threads; None keeps torch's default (every core)
+    variable: str | None = None  # the variable that names them: the backend's of the cell's device
 
 
 UNPLACED = Placement()  # the whole box: every GPU, every core

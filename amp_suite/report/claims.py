@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from amp_suite.analysis.answer import NO_ANSWER, Answer
 from amp_suite.analysis.bound import GPU_BOUND
-from amp_suite.analysis.quantities import FAIL, PASS
+from amp_suite.analysis.quantities import FAIL, INDICATIVE, PASS
 from amp_suite.analysis.summary import SummaryRow
 from amp_suite.analysis.words import PARITY_WORDS, reach_words, times, verdict_word, verdict_words
 from amp_suite.config.base import OK, SKIPPED
@@ -31,7 +31,7 @@ from amp_suite.config.precisions import (
     UNSCALED_AMP_MODES,
     scaled_counterpart,
 )
-from amp_suite.hardware.backends import backend_named
+from amp_suite.hardware.backends import backend_recorded
 from amp_suite.hardware.capability import recommend
 from amp_suite.records.machine import Machine
 from amp_suite.records.results import CellRecord
@@ -82,7 +82,7 @@ class Evidence:
     @property
     def on_host(self) -> bool:
         """The machine's device is the host's own cores (a CPU): no GPU effect can be measured on it."""
-        return backend_named(self.machine.device_type).is_host
+        return backend_recorded(self.machine.device_type).is_host
 
     def ok(self, precisions: Sequence[str]) -> list[SummaryRow]:
         return [row for row in self.rows if row.precision in precisions and row.runs]
@@ -168,7 +168,8 @@ def bf16_keeps_parity(e: Evidence, t: Thresholds) -> Verdict:
     # A failed test whose mean is within the margin shows too few seeds, not a loss: it decides nothing.
     judged = [r for r in rows if r.parity and (r.parity.verdict == PASS or r.parity.lost)]
     if not judged:
-        why = f"{names} runs have only indicative verdicts (one seed): run repeats >= 2" if rows else f"no {names} run"
+        one_seed = PARITY_WORDS[INDICATIVE]
+        why = f"{names} runs have only {one_seed} verdicts (one seed): run repeats >= 2" if rows else f"no {names} run"
         if any(r.parity and r.parity.verdict == FAIL for r in rows):
             why = f"{names} runs were not shown within the margin, nor beyond it: run more seeds"
         return NOT_MEASURED, why

@@ -32,7 +32,7 @@ from amp_suite.config.precisions import (
 )
 from amp_suite.config.problems import did_you_mean
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
-from amp_suite.hardware.backends import backend_named
+from amp_suite.hardware.backends import backend_recorded
 from amp_suite.hardware.peaks import GpuSpec, estimated_gpus, gpu_spec
 from amp_suite.records.machine import cuda_caps
 from amp_suite.records.results import describe_error
@@ -356,7 +356,7 @@ def chosen_cells(records: Sequence, entries: list[str]) -> tuple[Chosen, dict[st
     chosen: Chosen = {}
     left_out: dict[str, str] = {}
     for record in records:
-        if record.status != OK or backend_named(record.device).is_host or record.world_size:
+        if record.status != OK or backend_recorded(record.device).is_host or record.world_size:
             continue
         estimable = not not_estimated(record.precision, record.compile) and isinstance(record.batch_size, int)
         measured = spec_of(record) if estimable else None

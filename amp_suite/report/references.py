@@ -22,7 +22,7 @@ from amp_suite.config.loading import describe_validation_error, parse_yaml
 from amp_suite.config.precisions import MODE_BY_NAME, REFERENCE, TF32_BASELINE, published_name
 from amp_suite.config.workloads import WORKLOAD_CONFIG_BY_NAME
 from amp_suite.files import RefusedFile, read_limited
-from amp_suite.hardware.backends import backend_named
+from amp_suite.hardware.backends import backend_recorded
 from amp_suite.records.machine import Machine
 
 SHIPPED = Path(__file__).resolve().parent.parent / "references"
@@ -184,7 +184,7 @@ def _rehearsed(reference, machines, rows, configs, machine_ids) -> list[Referenc
         " program, not judged"
     )
     found = []
-    for key in (key for key, machine in machines.items() if backend_named(machine.device_type).is_host):
+    for key in (key for key, machine in machines.items() if backend_recorded(machine.device_type).is_host):
         measured = _measure(reference, key, rows, configs)
         if measured is not None:
             found.append(_result(reference, machine_ids[key], measured, NOT_JUDGED, why))
@@ -229,7 +229,7 @@ def same_config(config: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
 
 
 def _same_gpu(machine: Machine, gpu: str) -> bool:
-    return not backend_named(machine.device_type).is_host and machine.model_name.casefold() == gpu.casefold()
+    return not backend_recorded(machine.device_type).is_host and machine.model_name.casefold() == gpu.casefold()
 
 
 def _result(reference: Reference, machine: str | None, measured: float | None, verdict: Verdict, why: str):

@@ -84,3 +84,20 @@ def test_a_prediction_row_that_measured_zero_is_refused_in_one_line_and_the_repo
     assert len(warnings) == 1 and "left out of the report" in warnings[0], done.stderr
     assert "estimated.0.measured" in warnings[0] and "greater than 0" in warnings[0], warnings
     assert "Estimated against measured" not in (run / "report" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("command", [("summary",), ("report", "--format", "md,json")])
+def test_records_of_a_device_this_build_has_no_backend_for_read_as_the_hosts(tmp_path, command):
+    """A results.jsonl from a build with another kind of device ("mps"): before, the first backend
+    lookup raised and the summary or report stopped; now such a device reads as the host's own."""
+    run = tmp_path / "mps"
+    run.mkdir()
+    lines = []
+    for record in map(json.loads, H200_RECORDS.read_text().splitlines()):
+        record["device"] = record["machine"]["device_type"] = "mps"
+        lines.append(json.dumps(record))
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    done = amp_suite(*command, str(run), cwd=tmp_path, env={"COLUMNS": "250"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    said = _said(done.stdout if command[0] == "summary" else (run / "report" / "report.md").read_text())
+    assert "transformer" in said and "bf16" in said, said

@@ -2,12 +2,15 @@
 differently on a CUDA GPU, on a CPU, and on an AMD GPU that ROCm presents as CUDA.
 
 A backend class states its device's facts (the Ray resource a rank holds, DDP's process group,
-whether the device is the host's own cores, ...), which the torch-free parent reads by the device
-type a spec or a record names (`backend_named`). An instance is the live device a cell runs on
+whether the device is the host's own cores, the variable that narrows the devices a process sees,
+...), which the torch-free parent reads by the device type a spec names (`backend_named`) or a
+stored record does (`backend_recorded`, which reads a kind it has no backend for as the host's). An instance is the live device a cell runs on
 (`backend_of`): the probe, peak memory and its reset, the step timer, cache clearing, the GPU-state
 reader, synchronising. Its methods import torch when called, so the parent reads the facts without
 loading it. No module outside amp_suite.hardware compares a device type (tests/test_layout.py): it
-asks the backend. A new backend is one module here, listed in BACKEND_MODULES, plus its tests.
+asks the backend. A new backend is one module here, listed in BACKEND_MODULES, plus its tests; a
+device users can name, judged by the article's rule, also takes its name in config and the CLI, its
+rule and peaks (docs/development.md, "a kind of device").
 
 No torch here: a backend's live methods import it when they run.
 """
@@ -120,6 +123,7 @@ class Backend:
 
 BACKEND_MODULES = ("rocm", "cuda", "cpu")  # asked in this order: ROCm claims "cuda" before CUDA does
 _REGISTRY: list[type[Backend]] = []
+HOST_TYPE = "cpu"  # the kind a record of an unknown device reads as
 
 
 def register(cls: type[Backend]) -> type[Backend]:
@@ -142,6 +146,17 @@ def backend_named(device_type: str) -> type[Backend]:
         if cls.type == device_type:
             return cls
     raise ConfigError(f"no backend for device type {device_type!r}; known: {', '.join(known_types())}")
+
+
+def backend_recorded(device_type: str) -> type[Backend]:
+    """The backend whose facts read a stored record's device. A record may come from a build with a
+    kind of device this one has no backend for ("mps", "xpu"): it reads as the host's own, as
+    records.machine.described reads it, so a summary or a report of it still renders instead of
+    stopping at the first such line."""
+    for cls in registered():
+        if cls.type == device_type:
+            return cls
+    return backend_named(HOST_TYPE)
 
 
 def known_types() -> list[str]:

@@ -1,6 +1,6 @@
 """The words of the summary's quantities have one source (analysis.words): change a parity verdict's
 words there and every surface follows (issue 54): the terminal's table, the report's Markdown and
-HTML, the MLflow run's description, and the answer."""
+HTML, the MLflow run's description, the answer, the run's closing problems and the claims' reasons."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from rich.console import Console
 from support.fixture_records import A100, CPU, MLP, records, three
 
 from amp_suite.analysis import words
+from amp_suite.analysis.outcome import judge
 from amp_suite.analysis.quantities import INDICATIVE, PASS
 from amp_suite.analysis.summary import summarize
 from amp_suite.cli.display import print_summary
+from amp_suite.config import Expectation
 from amp_suite.report import build_report
 from amp_suite.report.render import to_html, to_markdown
 from amp_suite.tracking.cell_view import verdict_line
@@ -62,3 +64,16 @@ def test_a_one_seed_verdicts_words_and_its_flag_follow_too(monkeypatch):
 @pytest.mark.parametrize("verdict", list(words.PARITY_WORDS))
 def test_every_parity_verdict_has_its_words(verdict):
     assert words.PARITY_WORDS[verdict]
+
+
+def test_the_exit_reasons_and_the_claims_word_verdicts_from_the_same_source(monkeypatch):
+    """The run's closing problems (analysis.outcome) and the bf16 claim's reason name verdicts too."""
+
+    one_seed = records(A100, MLP, {"fp32": [(1000.0, 0.881)], "bf16": [(1900.0, 0.880)]})
+    monkeypatch.setitem(words.PARITY_WORDS, INDICATIVE, "one seed's word")
+    monkeypatch.setitem(words.PARITY_WORDS, PASS, "holds")
+    expected_pass = [Expectation(precision="bf16", parity="pass")]
+    (problem,) = judge(one_seed, summarize(one_seed), expected_pass).problems
+    assert problem.endswith("parity one seed's word (expected holds)"), problem
+    claims = build_report(one_seed, []).claims
+    assert any("only one seed's word verdicts" in claim.evidence for claim in claims), claims

@@ -16,7 +16,9 @@ from conftest import amp_suite, runs_in, tiny_matrix
 from amp_suite.config import ConfigError, Matrix
 from amp_suite.execution.executors import OnThisBox
 from amp_suite.execution.runner import MatrixRunner
-from amp_suite.execution.scheduler import DevicePool, GpuSelection, cuda_visible, threads_per_cell
+from amp_suite.execution.scheduler import DevicePool, GpuSelection, threads_per_cell, visible_index
+from amp_suite.hardware.backends.cpu import CpuBackend
+from amp_suite.hardware.backends.cuda import CudaBackend
 from amp_suite.records.rundir import RunDirectory
 from amp_suite.tracking import FailSafeTracker
 from amp_suite.tracking.mlflow_store import MlflowStore
@@ -51,6 +53,13 @@ class RecordingDisplay:
     def finish_cell(self, record):
         self.finished.append(record.cell_id)
         self.threads.add(threading.current_thread().name)
+
+
+@pytest.fixture(autouse=True)
+def cpu_cells_stand_in_for_gpu_cells(monkeypatch):
+    """The cells are CPU cells on stand-in GPUs: their backend names CUDA's variable, as a GPU's does,
+    so the child's CUDA_VISIBLE_DEVICES shows where it was placed."""
+    monkeypatch.setattr(CpuBackend, "visible_devices", CudaBackend.visible_devices)
 
 
 def run_matrix(tmp_path, matrix: Matrix, devices):
@@ -183,9 +192,9 @@ def test_gpus_beyond_what_is_visible_is_refused(text, message):
 
 def test_indexes_are_passed_on_as_the_box_numbers_them(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
-    assert cuda_visible("1") == "5"  # our GPU 1 is the box's GPU 5, which the cell must be told
+    assert visible_index("1", "CUDA_VISIBLE_DEVICES") == "5"  # our GPU 1 is the box's GPU 5, the cell's to be told
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert cuda_visible("1") == "1"
+    assert visible_index("1", "CUDA_VISIBLE_DEVICES") == "1"
 
 
 def test_the_pool_gives_a_cell_as_many_devices_as_it_needs_or_none():
