@@ -270,7 +270,7 @@ def _answer(group: list[SummaryRow], machine: Machine | None) -> Answer:
         verdict=judged.verdict,
         mode=chosen and chosen.precision,
         **_speedup_fields(chosen and chosen.speedup),
-        memory_ratio=chosen and chosen.memory_ratio,
+        memory_ratio=chosen.memory_ratio.value if chosen and chosen.memory_ratio else None,
         parity=chosen.parity.verdict if chosen and chosen.parity else None,
         accuracy=accuracy(judged.considered),
         seeds=chosen.runs if chosen else 0,
@@ -446,7 +446,7 @@ def _speed_words(row: SummaryRow, comparison: str = "faster") -> str:
 
 
 def _memory_words(row: SummaryRow) -> str:
-    return "memory not measured" if row.memory_ratio is None else f"{row.memory_ratio:.2f}x memory"
+    return "memory not measured" if row.memory_ratio is None else f"{row.memory_ratio.value:.2f}x memory"
 
 
 def _accuracy_words(row: SummaryRow) -> str:

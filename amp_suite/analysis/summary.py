@@ -24,7 +24,7 @@ from pydantic.dataclasses import dataclass
 
 from amp_suite.analysis.bound import StepBound, step_bound
 from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, PASS, Difference, Parity, Ratio
-from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio
+from amp_suite.analysis.ratios import mean_of, paired_ratio, ratio_interval
 from amp_suite.analysis.speedup import contrasts, interval, sequential_ratio
 from amp_suite.analysis.time_to_target import TimeToTarget, time_to_target
 from amp_suite.config import AUTO_BATCH, ParityConfig
@@ -109,9 +109,9 @@ class SummaryRow:
     mfu: float | None  # achieved / the GPU's dense peak for this math mode; None where the peak is unknown
     peak_memory_mb: float | None
     speedups: dict[str, Ratio]  # throughput over each speed baseline's that finished (SPEED_BASELINES)
-    memory_ratio: float | None  # peak memory / fp32 peak memory
+    memory_ratio: Ratio | None  # peak memory / fp32 peak memory
     max_batch: bool = False  # batch_sizes auto: each precision ran at the largest batch it fitted
-    batch_vs_fp32: float | None = None  # max_batch: this precision's batch / fp32's (how much more AMP fits)
+    batch_vs_fp32: Ratio | None = None  # max_batch: this precision's batch / fp32's (how much more AMP fits)
     noisy: bool = False  # a seed's throughput varied beyond NOISY_SPREAD across the windows of its timed steps
     spread: float | None = None  # the widest such spread: (max - min) / median of a seed's windows
     throughput_range: tuple[float, float] | None = None  # the slowest and fastest window of any seed, in `unit`
@@ -130,9 +130,9 @@ class SummaryRow:
     world_size: int | None = None  # DDP: ranks; None for a cell that is not data-parallel
     comm_hook: str | None = None  # DDP: none (float32 all-reduce), fp16 or bf16 compression
     comm_share: float | None = None  # DDP: share of the synced step spent communicating, mean over seeds
-    scaling_efficiency: float | None = None  # DDP: throughput / (world size x world size 1's), same hook
+    scaling_efficiency: Ratio | None = None  # DDP: throughput / (world size x world size 1's), same hook
     world_parity: Parity | None = None  # DDP: this world size against world size 1, same hook and precision
-    hook_step_ratio: float | None = None  # DDP: step time with this hook / with plain all-reduce, same world size
+    hook_step_ratio: Ratio | None = None  # DDP: step time with this hook / with plain all-reduce, same world size
     hook_parity: Parity | None = None  # DDP: this hook against plain all-reduce, same world size and precision
     gpu_type: str | None = None  # the GPU type a Ray fleet was asked to run the cell on (matrix `machines:`)
     gpu_busy_ms: float | None = None  # the GPU's own work per step (its traced kernels), mean over seeds
@@ -266,16 +266,17 @@ def _with_ddp(row: SummaryRow, group: list[CellRecord], ddp: dict[DdpKey, list[C
     single = ddp.get((machine, base, precision, 1, hook), [])
     plain = ddp.get((machine, base, precision, world, "none"), [])
     rule = _rule(group + single + plain, rule)
-    efficiency = paired_ratio(rates, _per_seed(single, "throughput", unit_scale)) if single else None
+    efficiency = _ratio_of(rates, _per_seed(single, "throughput", unit_scale), "world size 1") if single else None
     steps = _per_seed(group, "step_time_ms_p50")
+    plain_steps = _per_seed(plain, "step_time_ms_p50")
     return replace(
         row,
         world_size=world,
         comm_hook=hook,
         comm_share=mean_of(_per_seed(group, "comm_share").values()),
-        scaling_efficiency=None if efficiency is None else efficiency / world,
+        scaling_efficiency=None if efficiency is None else _over(efficiency, world),
         world_parity=_parity(group, single, rule) if single and world != 1 else None,
-        hook_step_ratio=paired_ratio(steps, _per_seed(plain, "step_time_ms_p50")) if hook != "none" else None,
+        hook_step_ratio=_ratio_of(steps, plain_steps, "plain all-reduce") if hook != "none" else None,
         hook_parity=_parity(group, plain, rule) if plain and hook != "none" else None,
     )
 
@@ -291,7 +292,6 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
     fp32 = bases[BASELINE]
     ok = [r for r in group if r.status == OK]
     searched = group[0].config.get("batch_size") == AUTO_BATCH  # batch_sizes auto: each at its largest
-    fp32_batch = mean_of(_per_seed(fp32, "batch_size").values())
     windows = [w * per_sample for r in ok for i, w in enumerate(r.throughput_windows) if i not in _aside(r)]
     metric = next((r.val_metric_name for r in group if r.val_metric_name), None)
     return SummaryRow(
@@ -319,9 +319,11 @@ def _row(key: GroupKey, group: list[CellRecord], groups: dict[GroupKey, list[Cel
         mfu=mean_of(_per_seed(group, "mfu").values()),
         peak_memory_mb=mean_of(memory.values()),
         speedups=speedups,
-        memory_ratio=ratio(mean_of(memory.values()), mean_of(_per_seed(fp32, "peak_memory_mb").values())),
+        memory_ratio=_ratio_of(memory, _per_seed(fp32, "peak_memory_mb"), BASELINE),
         max_batch=searched,
-        batch_vs_fp32=ratio(mean_of(_per_seed(group, "batch_size").values()), fp32_batch) if searched else None,
+        batch_vs_fp32=_ratio_of(_per_seed(group, "batch_size"), _per_seed(fp32, "batch_size"), BASELINE)
+        if searched
+        else None,
         noisy=any(r.noisy for r in ok),
         spread=max((r.throughput_spread for r in ok if r.throughput_spread is not None), default=None),
         throughput_range=(min(windows), max(windows)) if windows else None,
@@ -404,6 +406,20 @@ def _speedup(group: list[CellRecord], baseline: list[CellRecord], name: str, its
         if ruled is not None:
             return Ratio(ruled[0], name, ruled[1], 1, True)
     return Ratio(value, name, interval(value, found), len(seeds), side_by_side)
+
+
+def _ratio_of(values: dict[int, float], baseline: dict[int, float], name: str) -> Ratio | None:
+    """mean(values) / mean(baseline) on the seeds both have, with its interval where two or more do."""
+    middle = paired_ratio(values, baseline)
+    if middle is None:
+        return None
+    return Ratio(middle, name, ratio_interval(values, baseline), len(values.keys() & baseline.keys()))
+
+
+def _over(ratio: Ratio, factor: float) -> Ratio:
+    """The ratio divided by `factor`: a scaling efficiency is throughput(N) / (N x world size 1's)."""
+    low_high = ratio.interval and (ratio.interval[0] / factor, ratio.interval[1] / factor)
+    return Ratio(ratio.value / factor, f"{ratio.baseline} x {factor}", low_high, ratio.seeds)
 
 
 def _ok_of_seed(group: list[CellRecord], seed: int) -> list[CellRecord]:

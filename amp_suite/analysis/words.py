@@ -24,6 +24,11 @@ def times(value: float | None) -> str:
     return NOTHING if value is None else f"{value:.2f}x"
 
 
+def percent(share: float | None) -> str:
+    """A share of a whole: "87%"."""
+    return NOTHING if share is None else f"{share:.0%}"
+
+
 def interval_words(interval: tuple[float, float] | None) -> str:
     """" [1.80, 2.00]", or "" without an interval."""
     return "" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]"

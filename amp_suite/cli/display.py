@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from amp_suite.analysis.answer import INCONCLUSIVE, Answer
+from amp_suite.analysis.derived import TERMINAL, shown
 from amp_suite.analysis.outcome import Outcome
 from amp_suite.analysis.quantities import FAIL, INDICATIVE, INVALID, NOT_JUDGED, PASS
 from amp_suite.analysis.summary import EAGER, SummaryRow, natural_throughput, other_baselines
@@ -206,11 +207,11 @@ def fit(columns: Sequence[Column], width: int) -> list[Column]:
 
 def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[Column]:
     """Every column, with how much it is needed: the cell (workload and, where not eager, how it
-    ran), its precision and status, then the speedup and parity, then the rest."""
+    ran), its precision and status, then the speedup, the declared quantities, parity, the rest."""
     with_target = any(row.time_to_target is not None for row in rows)
     bounds = any(row.bound is not None for row in rows)  # GPU rows; a CPU's tables keep their columns
-    traced = any(row.gpu_work_ratio is not None for row in rows)
     others = other_baselines(rows, REFERENCE)
+    derived = shown(TERMINAL, rows)  # the declared quantities (analysis.derived), in their order
     return [  # left to right as read; `keep` says which go first when the terminal is narrow
         Column("workload", [plain(_cell(row, rows)) for row in rows], 100, right=False),
         Column("batch", [plain(row.batch) for row in rows], 45),
@@ -219,14 +220,11 @@ def _summary_columns(rows: Sequence[SummaryRow], notes: dict[str, int]) -> list[
         Column("throughput", [plain(_number(row.throughput, "{:,.1f} " + row.unit)) for row in rows], 90),
         Column(f"vs {REFERENCE}", [ratio_words(row.speedup) for row in rows], 98),
         *(Column(f"vs {b}", [ratio_words(r.speedups.get(b)) for r in rows], 20) for b in others),
-        Column("peak MB", [_number(row.peak_memory_mb, "{:,.0f}") for row in rows], 30),
-        Column("mem vs fp32", [_number(row.memory_ratio, "{:.2f}x") for row in rows], 60),
+        *(Column(q.title(TERMINAL), [escape(plain(q.written(r))) for r in rows], q.keep) for q in derived),
         Column("validation", [_validation(row) for row in rows], 50),
         Column("parity: delta / margin", [_parity(row) for row in rows], 97, right=False),
         *([Column("to target", [_to_target(row) for row in rows], 85)] if with_target else []),
         *([Column("bound", [_bound(row) for row in rows], 95, right=False)] if bounds else []),
-        *([Column(f"GPU work vs {REFERENCE}", [ratio_words(r.gpu_work_ratio) for r in rows], 80)] if traced else []),
-        Column("grads < fp16", [_number(row.grad_underflow_fraction, "{:.1%}") for row in rows], 10),
     ]  # fmt: skip
 
 

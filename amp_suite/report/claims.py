@@ -214,8 +214,8 @@ def amp_lowers_memory(e: Evidence, t: Thresholds) -> Verdict:
     ratios = [r for r in e.ok(AMP_MODES) if r.memory_ratio is not None]
     if not ratios:
         return NOT_MEASURED, f"no {AMP_NAMES} run with a {REFERENCE} baseline"
-    median = statistics.median(r.memory_ratio for r in ratios)
-    listing = "; ".join(f"{r.where} {r.precision} {r.memory_ratio:.2f}" for r in ratios)
+    median = statistics.median(r.memory_ratio.value for r in ratios)
+    listing = "; ".join(f"{r.where} {r.precision} {r.memory_ratio.value:.2f}" for r in ratios)
     verdict = SUPPORTED if median < t.memory_ratio else CONTRADICTED
     return verdict, f"median AMP/{REFERENCE} peak memory {median:.2f} (claim: < {t.memory_ratio}): {listing}"
 
@@ -304,7 +304,7 @@ def ddp_communication_bound(e: Evidence, t: Thresholds) -> Verdict:
     evidence = f"communication share of the step at world size {largest}: {shares} (claim: >= {t.comm_bound_share:.0%})"
     hooks = [r for r in rows if r.world_size == largest and r.comm_hook != "none" and r.hook_step_ratio is not None]
     hooked = "; ".join(
-        f"{r.precision} {r.comm_hook} hook: step x{r.hook_step_ratio:.2f}, parity {_verdict_of(r.hook_parity)}"
+        f"{r.precision} {r.comm_hook} hook: step x{r.hook_step_ratio.value:.2f}, parity {_verdict_of(r.hook_parity)}"
         for r in hooks
     )
     evidence += f"; compressed hooks vs float32 all-reduce: {hooked}" if hooked else "; no compressed hook run"

@@ -19,6 +19,7 @@ from markupsafe import Markup, escape
 
 from amp_suite.analysis import words
 from amp_suite.analysis.answer import UNJUDGED, WORTHWHILE_GAIN, Accuracy, Answer
+from amp_suite.analysis.derived import DATA_PARALLEL, LARGEST_BATCH, REPORT, RESULTS, Derived, declared, shown
 from amp_suite.analysis.quantities import INDICATIVE, INVALID, PASS
 from amp_suite.analysis.summary import SummaryRow, other_baselines
 from amp_suite.analysis.words import (
@@ -187,7 +188,7 @@ def _memory_cell(row: SummaryRow, base: str) -> str:
     if row.peak_memory_mb is None:
         return "-"
     if base == REFERENCE and row.precision != REFERENCE:
-        return times(row.memory_ratio)
+        return declared("memory_ratio").written(row)
     return f"{row.peak_memory_mb:,.0f} MB"
 
 
@@ -259,17 +260,16 @@ def _machines(report: Report) -> Section:
 def _machine_rows(report: Report, machine: str, label: str) -> Section:
     mine = [r for r in report.rows if r.machine == machine]
     others = other_baselines(mine, report.baseline)
+    derived = shown(REPORT, mine, RESULTS)  # the declared quantities (analysis.derived)
     headers = (
         "matrix", "workload", "batch", "variant", "precision", "status", "throughput", "TFLOP/s (MFU)",
-        f"speedup vs {report.baseline}", *(f"vs {b}" for b in others), f"memory vs {REFERENCE}",
+        f"speedup vs {report.baseline}", *(f"vs {b}" for b in others), *(q.header for q in derived),
         "parity (delta / margin, test)", f"to target (vs {REFERENCE})",
     )  # fmt: skip
-    energy = any(r.energy_j_per_sample is not None for r in mine)  # GPUs with NVML's energy counter
-    headers += ("energy / sample (power)",) if energy else ()
     bounds = any(r.bound is not None for r in mine)  # GPU rows: what set the step's pace
     headers += ("bound (evidence)", f"GPU work vs {REFERENCE}") if bounds else ()
     notes: dict[str, int] = {}
-    rows = [_result_cells(r, (report.baseline, *others), energy, notes) + _bound_cells(r, bounds) for r in mine]
+    rows = [_result_cells(r, (report.baseline, *others), derived, notes) + _bound_cells(r, bounds) for r in mine]
     intro = (
         "Throughput is the mean over seeds that finished; a speedup's interval (95%, in brackets) comes from the "
         "windows of each seed's timed steps (paired window by window where the modes ran side by side) and from "
@@ -292,7 +292,9 @@ def _machine_rows(report: Report, machine: str, label: str) -> Section:
     return Section(f"Results on {label}", intro, headers, rows, footnotes)
 
 
-def _result_cells(row: SummaryRow, baselines: Sequence[str], energy: bool, notes: dict[str, int]) -> list[str]:
+def _result_cells(
+    row: SummaryRow, baselines: Sequence[str], derived: Sequence[Derived], notes: dict[str, int]
+) -> list[str]:
     return [
         row.matrix,
         row.workload,
@@ -303,10 +305,9 @@ def _result_cells(row: SummaryRow, baselines: Sequence[str], energy: bool, notes
         _rate(row.throughput, row.unit),
         _tflops(row),
         *(ratio_words(row.speedups.get(baseline)) for baseline in baselines),
-        times(row.memory_ratio),
+        *(quantity.written(row) for quantity in derived),
         parity_words(row.parity),
         target_words(row.time_to_target),
-        *([_energy(row)] if energy else []),
     ]
 
 
@@ -326,32 +327,37 @@ def _across(report: Report, labels: dict[str, str]) -> Section:
 
 
 def _largest_batches(report: Report, labels: dict[str, str]) -> Section:
+    searched = [r for r in report.rows if r.max_batch]
+    derived = shown(REPORT, searched, LARGEST_BATCH)
     rows = [
-        [labels[r.machine], r.matrix, r.workload, r.variant, r.precision, r.batch, times(r.batch_vs_fp32),
-         _rate(r.throughput, r.unit)]
-        for r in report.rows if r.max_batch
+        [labels[r.machine], r.matrix, r.workload, r.variant, r.precision, r.batch,
+         *(q.written(r) for q in derived), _rate(r.throughput, r.unit)]
+        for r in searched
     ]  # fmt: skip
     intro = (
         "With batch_sizes auto, each precision ran at the largest batch that fitted in device memory (probed in"
         " fresh processes, to within 1/16); 'vs fp32' is how much larger a batch it fits than fp32."
     )
-    headers = ("machine", "matrix", "workload", "variant", "precision", "largest batch", "vs fp32", "throughput")
+    headers = ("machine", "matrix", "workload", "variant", "precision", "largest batch", *(q.header for q in derived),
+               "throughput")  # fmt: skip
     return Section("Largest batch that fits", intro, headers, rows)
 
 
 def _data_parallel(report: Report, labels: dict[str, str]) -> Section:
-    rows = [_ddp_cells(row, labels[row.machine]) for row in report.rows if row.world_size is not None]
+    ddp = [row for row in report.rows if row.world_size is not None]
+    derived = shown(REPORT, ddp, DATA_PARALLEL)
+    rows = [_ddp_cells(row, labels[row.machine], derived) for row in ddp]
     intro = (
         "DDP cells: every rank at the listed batch (weak scaling), throughput over all ranks. Communication share:"
         " 1 - (step without gradient sync) / (step with it), same batches. Scaling efficiency: throughput / (world"
         " size x world size 1's). World parity: against world size 1; hook: against plain float32 all-reduce."
     )
     headers = ("machine", "matrix", "workload", "batch/rank", "precision", "world", "hook", "status", "throughput",
-               "comm share", "scaling eff.", "parity vs world 1", "hook step time", "hook parity")  # fmt: skip
+               *(q.header for q in derived), "parity vs world 1", "hook parity")  # fmt: skip
     return Section("Data-parallel (DDP)", intro, headers, rows)
 
 
-def _ddp_cells(row: SummaryRow, label: str) -> list[str]:
+def _ddp_cells(row: SummaryRow, label: str, derived: Sequence[Derived]) -> list[str]:
     return [
         label,
         row.matrix,
@@ -362,10 +368,8 @@ def _ddp_cells(row: SummaryRow, label: str) -> list[str]:
         row.comm_hook or "none",
         row.status + (", noisy" if row.noisy else ""),
         _rate(row.throughput, row.unit),
-        _share(row.comm_share),
-        _share(row.scaling_efficiency),
+        *(quantity.written(row) for quantity in derived),
         verdict_words(row.world_parity),
-        times(row.hook_step_ratio),
         verdict_words(row.hook_parity),
     ]
 
@@ -374,10 +378,6 @@ def _bound_cells(row: SummaryRow, shown: bool) -> list[str]:
     if not shown:
         return []
     return [row.bound.words() if row.bound else "-", ratio_words(row.gpu_work_ratio)]
-
-
-def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
 
 
 def _across_cell(row: SummaryRow | None, baseline: str) -> str:
@@ -503,13 +503,6 @@ def _status(row: SummaryRow, notes: dict[str, int]) -> str:
     if not row.reason:
         return status
     return f"{status} [{notes.setdefault(row.reason, len(notes) + 1)}]"
-
-
-def _energy(row: SummaryRow) -> str:
-    if row.energy_j_per_sample is None:
-        return "-"
-    power = f" ({row.power_w:,.0f} W)" if row.power_w is not None else ""
-    return f"{row.energy_j_per_sample:.3g} J{power}"
 
 
 def _rate(value: float | None, unit: str) -> str:

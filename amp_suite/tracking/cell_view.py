@@ -20,6 +20,8 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from amp_suite.analysis.derived import MLFLOW, shown
+from amp_suite.analysis.quantities import Ratio
 from amp_suite.analysis.summary import SummaryRow, natural_throughput
 from amp_suite.analysis.time_to_target import crossing
 from amp_suite.analysis.words import parity_words, ratio_words, target_words, times
@@ -102,9 +104,10 @@ def verdict_metrics(record: CellRecord, row: SummaryRow) -> list[Metric]:
 
 
 def verdict_diagnostics(record: CellRecord, row: SummaryRow) -> dict[str, Any]:
-    """The summary's details for this cell: other baselines, memory, parity, the target's reach."""
+    """The summary's details for this cell: other baselines, the derived quantities MLflow shows
+    (analysis.derived), parity, the target's reach."""
     found: dict[str, Any] = {f"speedup_vs_{b}": r.value for b, r in row.speedups.items() if b != REFERENCE}
-    found["memory_ratio"] = row.memory_ratio
+    found |= {quantity.name: quantity.number(row) for quantity in shown(MLFLOW, [row])}
     if (p := row.parity) is not None:
         found |= {"parity_delta": p.delta, "parity_margin": p.tolerance, "parity_p_value": p.p_value,
                   "parity_seeds": p.seeds}  # fmt: skip
@@ -133,10 +136,10 @@ def verdict_line(record: CellRecord, row: SummaryRow | None) -> str:
     return " · ".join(parts)
 
 
-def _memory(peak_mb: float | None, ratio: float | None) -> str:
+def _memory(peak_mb: float | None, ratio: Ratio | None) -> str:
     if peak_mb is None:
         return "peak memory not measured"
-    of_reference = f" ({times(ratio)} {REFERENCE}'s)" if ratio is not None else ""
+    of_reference = f" ({times(ratio.value)} {REFERENCE}'s)" if ratio is not None else ""
     return f"peak memory {peak_mb:,.0f} MB{of_reference}"
 
 

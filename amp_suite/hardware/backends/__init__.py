@@ -4,13 +4,14 @@ differently on a CUDA GPU, on a CPU, and on an AMD GPU that ROCm presents as CUD
 A backend class states its device's facts (the Ray resource a rank holds, DDP's process group,
 whether the device is the host's own cores, the variable that narrows the devices a process sees,
 ...), which the torch-free parent reads by the device type a spec names (`backend_named`) or a
-stored record does (`backend_recorded`, which reads a kind it has no backend for as the host's). An instance is the live device a cell runs on
-(`backend_of`): the probe, peak memory and its reset, the step timer, cache clearing, the GPU-state
-reader, synchronising. Its methods import torch when called, so the parent reads the facts without
-loading it. No module outside amp_suite.hardware compares a device type (tests/test_layout.py): it
-asks the backend. A new backend is one module here, listed in BACKEND_MODULES, plus its tests; a
-device users can name, judged by the article's rule, also takes its name in config and the CLI, its
-rule and peaks (docs/development.md, "a kind of device").
+stored record does (`backend_recorded`, which reads a kind it has no backend for as the host's).
+An instance is the live device a cell runs on (`backend_of`): the probe, peak memory and its reset,
+the step timer, cache clearing, the GPU-state reader, synchronising. Its methods import torch when
+called, so the parent reads the facts without loading it. No module outside amp_suite.hardware
+compares a device type (tests/test_layout.py): it asks the backend. A new backend is one module
+here, listed in BACKEND_MODULES, plus its tests; a device users can name, judged by the article's
+rule, also takes its name in config and the CLI, its rule and peaks (docs/development.md, "a kind
+of device").
 
 No torch here: a backend's live methods import it when they run.
 """

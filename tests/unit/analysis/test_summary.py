@@ -27,7 +27,7 @@ def test_speedup_and_memory_ratio_against_fp32_mean_over_seeds():
     rows = {row.precision: row for row in summarize(records)}
     assert rows["fp32"].speedup.value == 1.0 and rows["fp32"].runs == 2
     assert rows["bf16"].speedup.value == pytest.approx(2.0) and set(rows["bf16"].speedups) == {"fp32", "bf16"}
-    assert rows["bf16"].memory_ratio == pytest.approx(0.6)
+    assert rows["bf16"].memory_ratio.value == pytest.approx(0.6)
 
 
 def test_failed_and_skipped_cells_have_no_ratios_and_keep_their_reason():

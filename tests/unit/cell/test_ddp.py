@@ -102,12 +102,12 @@ def test_scaling_efficiency_hook_and_world_parity_come_from_the_records():
         _record(2, "fp16", s, 180.0, 0.5, 0.70 + s / 100) for s in (0, 1)  # faster, but loses accuracy
     ] + [_record(1, "fp16", s, 100.0, 0.1, 0.90) for s in (0, 1)]  # fmt: skip
     rows = {(r.world_size, r.comm_hook): r for r in summarize(records)}
-    assert rows[(2, "none")].scaling_efficiency == pytest.approx(0.75)
-    assert rows[(1, "none")].scaling_efficiency == pytest.approx(1.0)
+    assert rows[(2, "none")].scaling_efficiency.value == pytest.approx(0.75)
+    assert rows[(1, "none")].scaling_efficiency.value == pytest.approx(1.0)
     assert rows[(2, "none")].comm_share == pytest.approx(0.6)
     assert rows[(2, "none")].world_parity.verdict == "pass"
     assert rows[(2, "fp16")].hook_parity.verdict == "fail"
-    assert rows[(2, "fp16")].hook_step_ratio == pytest.approx(150 / 180)
+    assert rows[(2, "fp16")].hook_step_ratio.value == pytest.approx(150 / 180)
     assert rows[(2, "none")].hook_parity is None and rows[(2, "none")].variant == "eager, ddp x2"
 
     on_gpu = [r.model_copy(update={"machine": GPU}) for r in records]
@@ -163,8 +163,8 @@ def test_a_ddp_cell_runs_with_gloo_at_world_size_2_and_is_judged_against_world_s
     assert {r["throughput"] > 0 and r["batch_order_hash"] for r in two} != {False}
     report = json.loads((out / "report" / "report.json").read_text())
     rows = {r["world_size"]: r for r in report["rows"]}
-    assert rows[2]["world_parity"]["verdict"] in ("pass", "fail") and rows[2]["scaling_efficiency"] > 0
-    assert rows[1]["world_parity"] is None and rows[1]["scaling_efficiency"] == pytest.approx(1.0)
+    assert rows[2]["world_parity"]["verdict"] in ("pass", "fail") and rows[2]["scaling_efficiency"]["value"] > 0
+    assert rows[1]["world_parity"] is None and rows[1]["scaling_efficiency"]["value"] == pytest.approx(1.0)
     claim = next(c for c in report["claims"] if c["claim"] == "ddp_communication_bound")
     assert claim["verdict"] == "not measured here" and "gloo" in claim["evidence"]  # a CPU: shown, not judged
     assert "world size 2" in claim["evidence"]
