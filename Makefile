@@ -24,9 +24,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt locks/cu130.txt
 run: install  ## the matrix that fits this machine (GPU: default.yaml, else smoke.yaml) into $(OUT)/
 	$(BIN)/amp-suite run --out $(OUT)
 
-test: install  ## the whole suite: one worker per core (slow files first, shared fixtures once), then the tests marked alone
-	$(BIN)/python -m pytest -n auto --dist loadgroup -m "not alone" --durations=12
-	$(BIN)/python -m pytest -m alone --durations=8
+test: install  ## the whole suite: one worker per core (slow files first, shared fixtures once), then the tests marked alone; then amp_suite/'s line coverage over every process, with its floor
+	rm -rf .coverage-data
+	$(BIN)/python -m coverage run -m pytest -n auto --dist loadgroup -m "not alone" --durations=12
+	$(BIN)/python -m coverage run -m pytest -m alone --durations=8
+	$(BIN)/python -m coverage combine --quiet
+	$(BIN)/python scripts/coverage_report.py
 
 lint: install
 	$(BIN)/ruff check amp_suite tests scripts examples

@@ -35,7 +35,8 @@ def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke")
     started = time.monotonic()
     matrix = str(EXPERIMENTS / "smoke.yaml")
-    process = start_amp_suite("run", "--matrix", matrix, "--out", str(out), "--device", "cpu", cwd=out)
+    # Unmeasured by coverage (conftest.COVERAGE_HANDOFF): the time budget is the product's.
+    process = start_amp_suite("run", "--matrix", matrix, "--out", str(out), "--device", "cpu", cwd=out, measured=False)
     # Each pipe is read to its end on a thread of its own, so the main thread can reap the CLI the
     # moment it exits: its exit and the end of its output are two times, taken by whoever sees each.
     readers = [_PipeReader(process.stdout), _PipeReader(process.stderr)]
@@ -66,7 +67,7 @@ def failure_modes_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("failure-modes")
     started = time.monotonic()
     matrix = str(EXPERIMENTS / "failure-modes.yaml")
-    done = amp_suite("run", "--matrix", matrix, "--out", str(out), "--device", "cpu", cwd=out)
+    done = amp_suite("run", "--matrix", matrix, "--out", str(out), "--device", "cpu", cwd=out, measured=False)
     return out, done, time.monotonic() - started
 
 
@@ -226,7 +227,8 @@ def test_report_keeps_machines_apart_and_judges_the_articles_claims(smoke_run, f
     fixture = tmp_path / "fixture-a100-results.jsonl"
     fixture.write_text("".join(json.dumps(r) + "\n" for r in _second_machine(read_records(smoke))))
     started = time.monotonic()
-    done = amp_suite("report", str(smoke), str(fm), str(fixture), "--out", str(tmp_path / "report"), cwd=tmp_path)
+    done = amp_suite("report", str(smoke), str(fm), str(fixture), "--out", str(tmp_path / "report"), cwd=tmp_path,
+                     measured=False)  # fmt: skip
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "report" / "report.json").read_text())

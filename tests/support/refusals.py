@@ -22,7 +22,9 @@ print(json.dumps({"code": done.returncode, "stdout": done.stdout, "stderr": done
 
 def run_measured(*args: str, cwd: Path, env: dict[str, str] | None = None) -> dict:
     command = [sys.executable, "-c", MEASURE, sys.executable, "-m", "amp_suite", *args]
-    done = subprocess.run(command, cwd=cwd, env=cli_env(env), capture_output=True, text=True, timeout=180)
+    # Unmeasured by coverage (conftest.COVERAGE_HANDOFF): its seconds and memory are the refusal's own.
+    done = subprocess.run(command, cwd=cwd, env=cli_env(env, measured=False), capture_output=True, text=True,
+                          timeout=180)  # fmt: skip
     return json.loads(done.stdout)
 
 
