@@ -5,54 +5,37 @@ the report's Markdown and HTML, and each cell's MLflow diagnostics, with nothing
 from __future__ import annotations
 
 import pytest
-from rich.console import Console
 from support.fixture_records import A100, MLP, records, three
+from support.surfaces import surfaces
 
 from amp_suite.analysis import derived
 from amp_suite.analysis.derived import DERIVED, EVERYWHERE, MLFLOW, REPORT, TERMINAL, Derived, declared, shown
 from amp_suite.analysis.quantities import Ratio
 from amp_suite.analysis.summary import SummaryRow, summarize
-from amp_suite.cli.display import print_summary
-from amp_suite.report import build_report
-from amp_suite.report.render import to_html, to_markdown
-from amp_suite.tracking.cell_view import verdict_diagnostics
 
 # A quantity no surface knows of: the mean step time, in words of its own.
 STEP = Derived("step_time_ms", "mean step (declared)", "figure", "ms", EVERYWHERE,
                words=lambda row: "-" if row.step_time_ms is None else f"{row.step_time_ms:.3f} ms/step")  # fmt: skip
 
 
-def surfaces(made: list) -> dict[str, str]:
-    report = build_report(made, [])
-    console = Console(record=True, width=400)
-    print_summary(console, summarize(made), "fixture", None)
-    rows = {row.precision: row for row in report.rows}
-    return {
-        "terminal": console.export_text(),
-        "markdown": to_markdown(report, []),
-        "html": to_html(report, []),
-        "mlflow": str([verdict_diagnostics(record, rows[record.precision]) for record in made]),
-    }
-
-
 def test_a_quantity_declared_once_appears_on_every_surface(monkeypatch):
     made = records(A100, MLP, {"fp32": three(1000.0), "bf16": three(1900.0)})
-    before = surfaces(made)
+    before = surfaces(made, width=400)
     assert not any("mean step (declared)" in shown or "'step_time_ms'" in shown for shown in before.values())
     monkeypatch.setattr(derived, "DERIVED", (*DERIVED, STEP))
-    after = surfaces(made)
+    after = surfaces(made, width=400)
     step = f"{summarize(made)[0].step_time_ms:.3f} ms/step"
     for surface in ("terminal", "markdown", "html"):
         assert "mean step (declared)" in after[surface] and step in after[surface], surface
-    assert "'step_time_ms': " in after["mlflow"]
+    assert "'step_time_ms': " in after["mlflow diagnostics"]
 
 
 def test_a_quantity_is_shown_only_where_it_is_declared_to_be(monkeypatch):
     made = records(A100, MLP, {"fp32": three(1000.0), "bf16": three(1900.0)})
     monkeypatch.setattr(derived, "DERIVED", (*DERIVED, Derived(**{**STEP.__dict__, "surfaces": frozenset({REPORT})})))
-    found = surfaces(made)
+    found = surfaces(made, width=400)
     assert "mean step (declared)" in found["markdown"] and "mean step (declared)" not in found["terminal"]
-    assert "'step_time_ms'" not in found["mlflow"]
+    assert "'step_time_ms'" not in found["mlflow diagnostics"]
 
 
 def test_the_ratios_are_ratios_with_their_seeds_and_interval():
