@@ -84,10 +84,6 @@ def _middle(name: str) -> Callable[[SummaryRow], str]:
     return lambda row: times(getattr(row, name) and getattr(row, name).value)
 
 
-def _share_of(name: str) -> Callable[[SummaryRow], str]:
-    return lambda row: percent(getattr(row, name) and getattr(row, name).value)
-
-
 def _energy(row: SummaryRow) -> str:
     if row.energy_j_per_sample is None:
         return NOTHING
@@ -112,8 +108,7 @@ DERIVED: tuple[Derived, ...] = (
     Derived("batch_vs_fp32", f"vs {REFERENCE}", "ratio", "x", frozenset({REPORT, MLFLOW}), table=LARGEST_BATCH,
             words=_middle("batch_vs_fp32")),
     Derived("comm_share", "comm share", "share", "%", frozenset({REPORT, MLFLOW}), table=DATA_PARALLEL),
-    Derived("scaling_efficiency", "scaling eff.", "share", "%", frozenset({REPORT, MLFLOW}), table=DATA_PARALLEL,
-            words=_share_of("scaling_efficiency")),
+    Derived("scaling_efficiency", "scaling eff.", "share", "%", frozenset({REPORT, MLFLOW}), table=DATA_PARALLEL),
     Derived("hook_step_ratio", "hook step time", "ratio", "x", frozenset({REPORT, MLFLOW}), table=DATA_PARALLEL),
 )  # fmt: skip
 

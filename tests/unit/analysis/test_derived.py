@@ -4,6 +4,8 @@ the report's Markdown and HTML, and each cell's MLflow diagnostics, with nothing
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from support.fixture_records import A100, MLP, records, three
 from support.surfaces import surfaces
@@ -58,3 +60,12 @@ def test_mlflow_keeps_what_a_record_already_holds_out_of_the_summarys_diagnostic
     mean over seeds under the same key would overwrite the cell's own."""
     assert not {q.name for q in DERIVED if MLFLOW in q.surfaces} & {"peak_memory_mb", "energy_j_per_sample"}
     assert TERMINAL in declared("memory_ratio").surfaces
+
+
+def test_each_kind_is_written_its_own_way_where_no_words_are_declared():
+    row = SimpleNamespace(scaling_efficiency=Ratio(0.874, "world size 1 x 2"), hook_step_ratio=Ratio(0.83, "plain"),
+                          comm_share=0.31)  # fmt: skip
+    assert declared("scaling_efficiency").written(row) == "87%"  # a share, though a Ratio
+    assert declared("hook_step_ratio").written(row) == "0.83x"
+    assert declared("comm_share").written(row) == "31%"
+    assert declared("comm_share").written(SimpleNamespace(comm_share=None)) == "-"
