@@ -143,10 +143,10 @@ def measure_session(
     # The GPU's own work is traced in warmup steps the cell runs alone on the device: side by side,
     # those kept back for its first turn; else the last ones.
     gpu_work = GpuWork(backend)
-    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, device, progress, held_back, gpu_work)
+    warmup, host_syncs, warmup_s = warm_up(trainer, batches, spec, backend, progress, held_back, gpu_work)
     if before_timed is not None:
         before_timed()
-    warmup = _concatenated(warmup, _first_turns(turns, trainer, batches, device, held_back, gpu_work))
+    warmup = _concatenated(warmup, _first_turns(turns, trainer, batches, backend, held_back, gpu_work))
     # Sequential timing (side by side): after the fixed schedule, rounds past it until the stopping
     # rule decides or the budget ends (execution.side_by_side); the timer holds them all.
     sequential = turns.shared and spec.stopping.rule == "sequential"
@@ -337,7 +337,7 @@ def warm_up(
     trainer: Trainer,
     batches: DeviceBatches,
     spec: CellSpec,
-    device: torch.device,
+    backend: Backend,
     progress: Progress,
     held_back: int = 0,
     gpu_work: GpuWork | None = None,
@@ -355,7 +355,6 @@ def warm_up(
         return trainer.run(batches, count, on_step=lambda _: progress("warmup", next(done), spec.warmup_steps))
 
     first = gpu_work.run(train, steps - counted) if gpu_work and not held_back else [train(steps - counted)]
-    backend = backend_of(device)
     with count_host_syncs(backend, trainer.optimizer) as syncs:
         last = trainer.run(batches, counted)
     progress("warmup", steps, spec.warmup_steps)
@@ -364,11 +363,10 @@ def warm_up(
 
 
 def _first_turns(
-    turns: Turns, trainer: Trainer, batches: DeviceBatches, device: torch.device, held_back: int, gpu_work: GpuWork
+    turns: Turns, trainer: Trainer, batches: DeviceBatches, backend: Backend, held_back: int, gpu_work: GpuWork
 ) -> Curves:
     """Ready, then the turn for the warmup steps kept back (side by side: a round of turns before
     any is timed; `gpu_work` traces them), then the turn for the first window; the kept-back steps' curves."""
-    backend = backend_of(device)
     ready(turns, backend.held())
     turns.take()
     curves = _concatenated(*gpu_work.run(lambda count: trainer.run(batches, count), held_back))

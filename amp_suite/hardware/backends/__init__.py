@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from amp_suite.errors import ConfigError
+from amp_suite.records.machine import described
 
 if TYPE_CHECKING:
     import torch
@@ -124,7 +125,6 @@ class Backend:
 
 BACKEND_MODULES = ("rocm", "cuda", "cpu")  # asked in this order: ROCm claims "cuda" before CUDA does
 _REGISTRY: list[type[Backend]] = []
-HOST_TYPE = "cpu"  # the kind a record of an unknown device reads as
 
 
 def register(cls: type[Backend]) -> type[Backend]:
@@ -150,14 +150,10 @@ def backend_named(device_type: str) -> type[Backend]:
 
 
 def backend_recorded(device_type: str) -> type[Backend]:
-    """The backend whose facts read a stored record's device. A record may come from a build with a
-    kind of device this one has no backend for ("mps", "xpu"): it reads as the host's own, as
-    records.machine.described reads it, so a summary or a report of it still renders instead of
-    stopping at the first such line."""
-    for cls in registered():
-        if cls.type == device_type:
-            return cls
-    return backend_named(HOST_TYPE)
+    """The backend whose facts read a stored record's device, as records.machine.described reads
+    its kind: one this build has no backend for ("mps", "xpu") reads as the host's own, so a summary
+    or a report of it still renders instead of stopping at the first such line."""
+    return backend_named(described(device_type).type)
 
 
 def known_types() -> list[str]:
