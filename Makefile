@@ -7,8 +7,11 @@ OUT ?= runs
 TORCH := torch==2.14.1
 TORCHVISION := torchvision==0.29.1
 LOCKS := -c constraints.txt -c locks/cu130.txt
+# make test's floor for its own line coverage (measured: 91.1%); the whole suite's, after make
+# test-slow, is pyproject.toml's fail_under. docs/development.md gives both measurements.
+EVERYDAY_FLOOR := 89
 
-.PHONY: install run test lint ui lock lock-line container-check gpu-check-rehearsal
+.PHONY: install run test test-slow lint ui lock lock-line container-check gpu-check-rehearsal
 
 install: $(VENV)/.installed
 
@@ -24,12 +27,17 @@ $(VENV)/.installed: pyproject.toml constraints.txt locks/cu130.txt
 run: install  ## the matrix that fits this machine (GPU: default.yaml, else smoke.yaml) into $(OUT)/
 	$(BIN)/amp-suite run --out $(OUT)
 
-test: install  ## the whole suite: one worker per core (slow files first, shared fixtures once), then the tests marked alone; then amp_suite/'s line coverage over every process, with its floor
+test: install  ## the everyday suite, under 10 minutes on 2 cores: every test not marked slow or alone, a worker per core, then amp_suite/'s line coverage over every process, with its floor
 	rm -rf .coverage-data
-	$(BIN)/python -m coverage run -m pytest -n auto --dist loadgroup -m "not alone" --durations=12
-	$(BIN)/python -m coverage run -m pytest -m alone --durations=8
+	$(BIN)/python -m coverage run -m pytest -n auto --dist loadgroup -m "not slow and not alone" --durations=12
 	$(BIN)/python -m coverage combine --quiet
-	$(BIN)/python scripts/coverage_report.py
+	$(BIN)/python scripts/coverage_report.py --floor $(EVERYDAY_FLOOR) --suite "the everyday suite"
+
+test-slow: install  ## what CI runs after make test: the tests marked slow (a worker per core, shared fixtures once), then those marked alone, one at a time; then the whole suite's coverage, counted with make test's
+	$(BIN)/python -m coverage run -m pytest -n auto --dist loadgroup -m "slow and not alone" --durations=12
+	$(BIN)/python -m coverage run -m pytest -m alone --durations=8
+	$(BIN)/python -m coverage combine --quiet --append
+	$(BIN)/python scripts/coverage_report.py --suite "the whole suite"
 
 lint: install
 	$(BIN)/ruff check amp_suite tests scripts examples

@@ -20,16 +20,17 @@ EXPERIMENTS = REPO / "experiments"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-# Files whose module-scoped fixtures run real matrices: with `make test`'s
-# workers (pytest-xdist, --dist loadgroup) each such file stays on one worker, so its fixtures run once.
+# Files whose module-scoped fixtures run real matrices: with the workers of `make test` and `make
+# test-slow` (pytest-xdist, --dist loadgroup) each such file stays on one worker, so its fixtures run once.
 SHARED_FIXTURES = {
     "test_hostile_files.py", "test_hostile_text.py", "test_hostile_readers.py", "test_hostile_cli.py",
     "test_hostile_stores.py", "test_deploy.py", "test_cli.py", "test_reliability.py", "test_tracking_server.py",
 }  # fmt: skip
-# `make test` runs these after the rest, on their own: a local Ray cluster's scheduling waits time
-# out when the other workers keep the machine busy, and the benchmarks and the smoke matrix's time
-# budget measure the machine, which must not be shared while they do (beside a worker, a lockstep
-# pair's suite side ran 2.7x as fast as its bare side), nor while the busy-machine test's hog runs.
+# `make test-slow` runs these after the rest, on their own (make test leaves them out): a local Ray
+# cluster's scheduling waits time out when the other workers keep the machine busy, and the
+# benchmarks and the smoke matrix's time budget measure the machine, which must not be shared while
+# they do (beside a worker, a lockstep pair's suite side ran 2.7x as fast as its bare side), nor
+# while the busy-machine test's hog runs.
 ALONE = {"test_fleet.py", "test_smoke.py", "test_bench_overhead.py", "test_busy_machine.py"}
 
 

@@ -1,6 +1,6 @@
 """The shipped smoke and failure-modes matrices end to end, through the real console script on a
 CPU: every workload x every precision, the MLP compiled too, within the smoke matrix's time budget,
-and a report that keeps machines apart. `make test` runs this file on its own (conftest.ALONE): the
+and a report that keeps machines apart. `make test-slow` runs this file on its own (conftest.ALONE): the
 budget is the machine's, measured while nothing else runs."""
 
 from __future__ import annotations
