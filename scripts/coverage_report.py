@@ -23,9 +23,9 @@ LOW = 60.0  # a module below this is listed, with its figure: cover it, or say w
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--floor", type=float, help="fail below this percentage (default: pyproject's fail_under)")
-    parser.add_argument("--suite", default="the suite", help="what was measured, for the printed lines")
+    parser.add_argument("--suite", default="the suite", help='the name printed for what was counted: "the whole suite"')
     args = parser.parse_args()
     measured = coverage.Coverage()
     measured.load()
@@ -46,7 +46,7 @@ def main() -> int:
     for percent, name in low:
         print(f"  below {LOW:.0f}%: {name} {percent:.0f}%", flush=True)
     if total < floor:
-        print(f"coverage {total:.1f}% of {args.suite} is below its floor of {floor:.0f}%", file=sys.stderr, flush=True)
+        print(f"coverage {total:.1f}% of {args.suite} is below its floor of {floor:g}%", file=sys.stderr, flush=True)
         return 1
     return 0
 

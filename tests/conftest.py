@@ -36,19 +36,19 @@ ALONE = {"test_fleet.py", "test_smoke.py", "test_bench_overhead.py", "test_busy_
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups and -m selects by the marks added here
 def pytest_collection_modifyitems(config, items):
-    """Files with slow tests first, so that the workers finish together instead of waiting on the
-    last one; within a file the order stays as written (some tests rely on running last)."""
+    """The end-to-end files first (each test runs the CLI: seconds, where a unit test takes
+    milliseconds), so that the workers finish together instead of waiting on the last one; within a
+    file the order stays as written (some tests rely on running last)."""
     for item in items:
         if item.path.name in SHARED_FIXTURES:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
         if item.path.name in ALONE:
             item.add_marker(pytest.mark.alone)
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # a stable sort
+    items.sort(key=lambda item: "e2e" not in item.path.parts)  # a stable sort
 
 
 def pytest_collection_finish(session):
-    """A worker of `make test` (--dist loadgroup) whose files of shared fixtures lost their group
+    """A worker of `make test` or `make test-slow` (--dist loadgroup) whose files of shared fixtures lost their group
     would run their matrices on both workers, unnoticed but for the time: refuse to go on."""
     if session.config.getoption("loadgroup", False):  # what xdist sets on a worker for --dist loadgroup
         shared = [item.nodeid for item in session.items if item.path.name in SHARED_FIXTURES]
@@ -88,14 +88,14 @@ def gpu() -> None:
 # -- the CLI as users run it: a subprocess, real files, a real MLflow store ------------------
 
 
-# Under `make test`'s workers (pytest-xdist) two runs share the two cores. A cell with torch's
+# Under the workers of `make test` and `make test-slow` (pytest-xdist) two runs share the two cores. A cell with torch's
 # default of a thread per core would then have its OpenMP threads spin-wait on each other, and a
 # 1 ms step take 20-40 ms: one thread each keeps a cell at the speed of a quiet core. The tests that
 # run alone (conftest.ALONE: the smoke matrix's time budget) keep torch's default, as users have it.
 SHARED_CORES = {"OMP_NUM_THREADS": "1"} if os.environ.get("PYTEST_XDIST_WORKER") else {}
 
 
-# `make test` measures line coverage in every Python process the suite starts: coverage's
+# `make test` and `make test-slow` measure line coverage in every Python process the suite starts: coverage's
 # `patch = subprocess` hands its settings down in this variable, and a process that finds it traces
 # itself. A test that holds a command to a time or memory budget runs it unmeasured (`measured=False`):
 # the budget is the product's, as users run it, not the tracer's.

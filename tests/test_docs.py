@@ -43,6 +43,7 @@ OTHER_TOOLS_OPTIONS = {
     "pip": {"--no-index", "--target"},
     "torchrun": {"--standalone", "--nproc_per_node"},
     "py-spy": {"--subprocesses"},
+    "coverage": {"--fail-under"},
 }  # fmt: skip
 SCRIPTS = REPO / "scripts"
 

@@ -284,7 +284,7 @@ SLOW_STEPS = 3000
 # On one thread a bf16 step of this cell takes ~1 ms (fp32 ~0.75 ms), more on a busy machine: 3 s or
 # more of timed steps for a signal to land in, and a re-run (--resume) of 3-4 s. With torch's default
 # of a thread per core the same steps take 10-40 ms where the cores are shared (OpenMP spin-waits),
-# so these runs get one thread whoever runs the tests, as `make test`'s workers give every run
+# so these runs get one thread whoever runs the tests, as `make test-slow`'s workers give every run
 # (conftest.SHARED_CORES).
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
