@@ -306,9 +306,10 @@ def check_fp8(found: list[dict]) -> Check:
 
 
 BENCHMARK = "torchao-float8-linear"  # experiments/torchao-float8.yaml's workload: timed by its kernels alone
-# torchao's published speedups of fp8-tensorwise over bf16 on an H100 (amp_suite/references/torchao-float8.yaml),
-# by M, K, N.
+# torchao's published speedups of fp8-tensorwise over bf16 (amp_suite/references/torchao-float8.yaml), by M, K, N,
+# and the GPU they were measured on: a lease may get another.
 PUBLISHED = {(1024, 2048, 1024): 0.80, (4096, 8192, 16384): 1.39}
+PUBLISHED_ON = "H100 80GB HBM3"
 
 
 def _shape(record: dict) -> tuple[int, int, int]:
@@ -335,7 +336,7 @@ def check_float8_benchmark(found: list[dict]) -> Check:
         ratios = [f"{mode} {_over(cell, bf16)}" for mode, cell in sides.items() if mode != "bf16"]
         failed |= any(cell["status"] not in ("ok", "skipped") for cell in sides.values())
         published = PUBLISHED.get(shape)
-        beside = f" (published {published:.2f}x)" if published else ""
+        beside = f" (published {published:.2f}x on an {PUBLISHED_ON})" if published else ""
         lines.append(f"M, K, N = {', '.join(map(str, shape))}: {', '.join(ratios)}{beside}")
     return ("FAIL" if failed else "PASS"), what, "; ".join(lines)
 

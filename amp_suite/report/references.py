@@ -1,11 +1,13 @@
 """Published reference figures (data files under amp_suite/references/) and whether they reproduce.
 
-A reference is matched only to runs on the same GPU model (its name without vendor words, as
+A reference is judged only against runs on the same GPU model (its name without vendor words, as
 torch reports it) with the configuration it was measured with: never across GPU models. A
 speedup is recomputed from the two matched throughputs of one machine, because a published
 speedup may compare runs that differ in more than precision (NVIDIA's ResNet-50 TF32 side ran
 NCHW, its AMP side channels_last). Verdicts: reproduced (within the tolerance), not reproduced,
-or no matching run (with why: no such GPU, no such configuration, or out of a matrix's reach).
+no matching run (with why: no such GPU, no such configuration, or out of a matrix's reach), or
+not judged: a kernel benchmark's figure beside its program run on another GPU or rehearsed on a
+CPU, shown because a lease may not get the publisher's GPU, and never judged.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ Verdict = Literal["reproduced", "not reproduced", "no matching run", "not judged
 REPRODUCED: Verdict = "reproduced"
 NOT_REPRODUCED: Verdict = "not reproduced"
 NO_MATCHING_RUN: Verdict = "no matching run"
-NOT_JUDGED: Verdict = "not judged"  # a kernel benchmark rehearsed on a CPU: its times are CPU op times
+NOT_JUDGED: Verdict = "not judged"  # a kernel benchmark run on another GPU, or rehearsed on a CPU
 
 
 class Source(BaseModel):
@@ -142,7 +144,7 @@ def _judge(reference, machines, rows, configs, machine_ids) -> list[ReferenceRes
         return [_result(reference, None, None, NO_MATCHING_RUN, f"measured on {reference.gpus} GPUs; cells use one")]
     same_gpu = [key for key, machine in machines.items() if _same_gpu(machine, reference.gpu)]
     if not same_gpu and kernel_benchmark(reference):
-        return _rehearsed(reference, machines, rows, configs, machine_ids) or [
+        return _run_elsewhere(reference, machines, rows, configs, machine_ids) or [
             _result(reference, None, None, NO_MATCHING_RUN, f"no run on {reference.gpu}")
         ]
     if not same_gpu:
@@ -176,19 +178,29 @@ def with_estimates(results: list[ReferenceResult], references: list[Reference]) 
     return [r.model_copy(update={"estimated": estimates[r.id]}) if r.id in estimates else r for r in results]
 
 
-def _rehearsed(reference, machines, rows, configs, machine_ids) -> list[ReferenceResult]:
-    """A kernel benchmark's figure beside its program rehearsed on a CPU: the same ratio, of the ops'
-    CPU times, shown so that the row is seen working before a GPU runs it; never judged."""
-    why = (
-        f"measured on a CPU, of the ops' CPU times, not {reference.gpu}'s GPU kernel times: a rehearsal of the"
-        " program, not judged"
-    )
+def _run_elsewhere(reference, machines, rows, configs, machine_ids) -> list[ReferenceResult]:
+    """A kernel benchmark's figure beside its program run on another GPU model, or rehearsed on a
+    CPU: the same ratio, shown and never judged."""
     found = []
-    for key in (key for key, machine in machines.items() if backend_recorded(machine.device_type).is_host):
+    for key, machine in machines.items():
         measured = _measure(reference, key, rows, configs)
         if measured is not None:
+            why = _why_not_judged(reference, machine)
             found.append(_result(reference, machine_ids[key], measured, NOT_JUDGED, why))
     return found
+
+
+def _why_not_judged(reference: Reference, machine: Machine) -> str:
+    if backend_recorded(machine.device_type).is_host:
+        return (
+            f"measured on a CPU, of the ops' CPU times, not {reference.gpu}'s GPU kernel times: a rehearsal of the"
+            " program, not judged"
+        )
+    # Another H100 (PCIe, NVL) or an H200 runs the same kernels at other clocks, power and bandwidth.
+    return (
+        f"measured on {machine.model_name}, not the publisher's {reference.gpu}: the same program's kernel times on"
+        " another GPU, shown, not judged"
+    )
 
 
 def kernel_benchmark(reference: Reference) -> bool:

@@ -417,10 +417,11 @@ def _references(report: Report, labels: dict[str, str]) -> Section:
         what = "; ".join(dict.fromkeys(f"{r.model}: {r.needs}" for r in beyond))
         notes.append(f"{len(beyond)} published figure(s) are out of a short matrix's reach ({what}).")
     intro = (
-        "Published figures, matched only to runs on the same GPU model with the configuration they were measured"
-        " with. Sources are in the reference data (amp_suite/references/); a community figure is one run someone"
-        " posted, not a vendor's table. Estimated: what amp-suite predict estimates for the published"
-        " configuration on the publisher's GPU, where it estimates it (a kernel benchmark's figures)."
+        "Published figures, judged only against runs on the same GPU model with the configuration they were"
+        " measured with; a kernel benchmark's figure is also shown beside its program run on another GPU or"
+        " rehearsed on a CPU, not judged. Sources are in the reference data (amp_suite/references/); a community"
+        " figure is one run someone posted, not a vendor's table. Estimated: what amp-suite predict estimates for"
+        " the published configuration on the publisher's GPU, where it estimates it (a kernel benchmark's figures)."
     )
     headers = ("reference", "GPU", "precision", "metric", "published", "measured", "estimated", "machine", "verdict",
                "why")  # fmt: skip

@@ -14,6 +14,7 @@ import yaml
 from conftest import EXPERIMENTS, REPO, amp_suite, read_records
 
 SHIPPED = REPO / "amp_suite" / "references" / "torchao-float8.yaml"
+H200_RECORDS = REPO / "tests" / "fixtures" / "h200-gpu-check-2026-12-04.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +52,7 @@ def test_the_benchmark_runs_as_cells_timed_by_their_ops_and_is_not_judged_on_a_c
 @pytest.mark.xdist_group("float8")
 def test_the_report_holds_the_rehearsal_against_the_published_figure_and_predicts_estimate(rehearsed):
     folder, workload, _ = rehearsed
-    shipped = yaml.safe_load(SHIPPED.read_text())
-    entry = shipped["references"][0]  # the small shapes' figure, moved to the rehearsal's shape
-    shape = {"batch_size": workload["batch_sizes"][0], "in_features": workload["in_features"],
-             "out_features": workload["out_features"]}  # fmt: skip
-    entry = {**entry, "id": "torchao-float8-linear-rehearsal", "config": {**entry["config"], **shape}}
-    (folder / "references.yaml").write_text(yaml.safe_dump({**shipped, "references": [entry]}))
+    moved_to_the_rehearsals_shape(workload, folder / "references.yaml")
     done = amp_suite("report", "run", "--references", "references.yaml", cwd=folder)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((folder / "run" / "report" / "report.json").read_text())
@@ -68,6 +64,38 @@ def test_the_report_holds_the_rehearsal_against_the_published_figure_and_predict
     assert row["estimated"] is not None and row["estimated"] > 0  # predict's, on the publisher's H100
     markdown = (folder / "run" / "report" / "report.md").read_text()
     assert "torchao-float8-linear-rehearsal" in markdown and f"{row['estimated']:.2f}" in markdown
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("float8")
+def test_a_lease_on_another_gpu_than_the_publishers_still_shows_its_figure_not_judged(rehearsed, tmp_path):
+    """An H200 lease's records of the benchmark (the rehearsal's, on the first lease's H200 machine):
+    the report shows the measured ratio on that GPU beside the H100's figure and predict's estimate."""
+    folder, workload, _ = rehearsed
+    h200 = json.loads(H200_RECORDS.read_text().splitlines()[0])
+    on_h200 = {key: h200[key] for key in ("device", "device_name", "environment", "machine")}
+    lease = tmp_path / "lease"
+    lease.mkdir()
+    lines = [json.dumps({**record, **on_h200}) for record in read_records(folder / "run")]
+    (lease / "results.jsonl").write_text("\n".join(lines) + "\n")
+    moved_to_the_rehearsals_shape(workload, tmp_path / "references.yaml")
+    done = amp_suite("report", "lease", "--references", "references.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [row] = json.loads((lease / "report" / "report.json").read_text())["references"]
+    assert row["verdict"] == "not judged" and row["published"] == 0.80 and row["measured"] > 0
+    assert row["why"].startswith("measured on H200, not the publisher's H100 80GB HBM3") and row["estimated"] > 0
+    markdown = (lease / "report" / "report.md").read_text()
+    assert "| torchao-float8-linear-rehearsal | H100 80GB HBM3 |" in markdown and "measured on H200" in markdown
+
+
+def moved_to_the_rehearsals_shape(workload: dict, path) -> None:
+    """The shipped small shapes' figure, moved to the rehearsal's shape, as a references file."""
+    shipped = yaml.safe_load(SHIPPED.read_text())
+    entry = shipped["references"][0]
+    shape = {"batch_size": workload["batch_sizes"][0], "in_features": workload["in_features"],
+             "out_features": workload["out_features"]}  # fmt: skip
+    entry = {**entry, "id": "torchao-float8-linear-rehearsal", "config": {**entry["config"], **shape}}
+    path.write_text(yaml.safe_dump({**shipped, "references": [entry]}))
 
 
 def test_the_shipped_figures_match_the_shipped_matrix_and_leave_no_benchmark_beyond_reach():

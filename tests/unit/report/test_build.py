@@ -556,6 +556,21 @@ def test_a_float8_benchmark_on_a_cpu_is_shown_and_never_judged():
     assert answer.verdict == "no answer" and answer.sentence.startswith("not judged: on a CPU")
 
 
+@pytest.mark.parametrize("name", ["NVIDIA H200", "NVIDIA H100 PCIe"])
+def test_a_float8_benchmark_on_another_gpu_is_shown_beside_the_figure_and_never_judged(name):
+    """A lease may get an H200 or another H100 than the publisher's: its figure still reaches the report."""
+    small = [r for r in load_references("torchao-float8") if r.config["batch_size"] == 1024]
+    other = H100.model_copy(update={"device_name": name, "host": "fixture-other"})
+    report = build_report(float8_benchmark(other, {"bf16": 0.100, "fp8-tensorwise": 0.125}), small)
+    (result,) = report.references
+    assert result.verdict == "not judged" and result.measured == pytest.approx(0.80)  # as published, yet not judged
+    assert result.why.startswith(f"measured on {name.removeprefix('NVIDIA ')}, not the publisher's H100 80GB HBM3")
+    assert result.machine == report.machines[0].id and result.estimated is not None  # the publisher's GPU's
+    both = build_report(float8_benchmark(other, {"bf16": 0.100, "fp8-tensorwise": 0.125})
+                        + float8_benchmark(H100, {"bf16": 0.100, "fp8-tensorwise": 0.124}), small)  # fmt: skip
+    assert [r.verdict for r in both.references] == ["reproduced"]  # the publisher's GPU, where there is one
+
+
 def test_a_two_mode_run_has_no_column_that_repeats_its_speedup_upside_down():
     from amp_suite.report.render import to_markdown
 
