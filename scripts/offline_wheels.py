@@ -8,8 +8,9 @@ name a line).
 
     python scripts/offline_wheels.py DIR [--have HAVE] [--python-version 3.12]
 
-The rest of pyproject.toml's dependencies are resolved under constraints.txt for that Python on
-manylinux x86-64, and each wheel is fetched on its own (--no-deps), so nothing the box has is replaced.
+The rest of pyproject.toml's dependencies, and what gpu-check needs beside them (timm, pytest), are
+resolved under constraints.txt for that Python on manylinux x86-64, and each wheel is fetched on its
+own (--no-deps), so nothing the box has is replaced.
 """
 
 from __future__ import annotations
@@ -26,11 +27,19 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 THE_BOXS_OWN = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-(?!ml-py$).*)$")  # CUDA wheels, not NVML
+# What gpu-check needs beyond the dependencies: its probe imports every module (the timm workload's too),
+# and its gpu-tests stage runs pytest under the project's per-test timeout.
+FOR_GPU_CHECK = ("timm", "pytest", "pytest-timeout")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 
 
 def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def name_of(spec: str) -> str:
+    """"mlflow>=3.5,<4" -> "mlflow"."""
+    return canonical(re.split(r"[<>=!~ ;\[]", spec, maxsplit=1)[0])
 
 
 def names_in(have: Path) -> set[str]:
@@ -40,8 +49,10 @@ def names_in(have: Path) -> set[str]:
 
 
 def dependencies() -> list[str]:
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    return [spec for spec in declared if not THE_BOXS_OWN.match(canonical(re.split(r"[<>=!~ ;\[]", spec)[0]))]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    optional = [spec for specs in project["optional-dependencies"].values() for spec in specs]
+    declared = project["dependencies"] + [spec for spec in optional if name_of(spec) in FOR_GPU_CHECK]
+    return [spec for spec in declared if not THE_BOXS_OWN.match(name_of(spec))]
 
 
 def target_python(python_version: str) -> list[str]:
@@ -81,7 +92,7 @@ def main() -> int:
     print(f"{len(pins)} wheels, {size:.0f} MiB, in {args.dir}: {' '.join(pins)}")
     print("on the box, from the checkout (then scripts/import_check.py, then scripts/gpu-check.sh):")
     print(
-        f"  python3 -m pip install --no-index --no-deps --target /tmp/site {args.dir}/*.whl"
+        f"  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site {args.dir}/*.whl"
         ' && export PYTHONPATH="/tmp/site:$PWD" PYTHON=python3'
     )
     return 0

@@ -116,6 +116,8 @@ def test_offline_wheels_leave_out_the_boxs_own_pytorch_and_whatever_it_has(tmp_p
 
     wanted = {re.split(r"[<>=]", spec)[0] for spec in dependencies()}
     assert {"torch", "torchvision"}.isdisjoint(wanted) and {"mlflow", "torchao", "nvidia-ml-py"} <= wanted
+    assert {"timm", "pytest", "pytest-timeout"} <= wanted  # gpu-check's probe and gpu-tests stage
+    assert {"ruff", "coverage", "ray"}.isdisjoint(wanted)  # the rest of the extras: not gpu-check's
     assert all(THE_BOXS_OWN.match(name) for name in ("torch", "triton", "nvidia-cublas", "torchvision"))
     assert not THE_BOXS_OWN.match("torchao")
     freeze = tmp_path / "have.txt"
