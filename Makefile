@@ -46,7 +46,7 @@ lint: install
 ui: install
 	$(BIN)/amp-suite ui --out $(OUT)
 
-gpu-check-rehearsal: install  ## every stage of scripts/gpu-check.sh on this CPU at tiny sizes, into $(OUT)/gpu-check-rehearsal (about 7 minutes)
+gpu-check-rehearsal: install  ## every stage of scripts/gpu-check.sh on this CPU at tiny sizes, into $(OUT)/gpu-check-rehearsal (about 8 minutes)
 	bash scripts/gpu-check.sh --rehearse $(OUT)/gpu-check-rehearsal
 
 container-check:  ## build the image with podman (a Debian stand-in base where NVIDIA's can't be pulled) and run it: no GPU, CPU matrix, stop/resume, MLflow login
