@@ -38,14 +38,14 @@ def canonical(name: str) -> str:
 
 
 def name_of(spec: str) -> str:
-    """"mlflow>=3.5,<4" -> "mlflow"."""
+    """"mlflow>=3.5,<4" (a requirement) or "MLflow==3.17.2" (a freeze line) -> "mlflow"."""
     return canonical(re.split(r"[<>=!~ ;\[]", spec, maxsplit=1)[0])
 
 
 def names_in(have: Path) -> set[str]:
     """Package names from `pip list --format=freeze` lines (name==version) or one name a line."""
     lines = (line.strip() for line in have.read_text().splitlines())
-    return {canonical(re.split(r"[=<> ]", line, maxsplit=1)[0]) for line in lines if line and line[0].isalnum()}
+    return {name_of(line) for line in lines if line and line[0].isalnum()}
 
 
 def dependencies() -> list[str]:
